@@ -1,0 +1,47 @@
+"""Shared pytest setup.
+
+* Tests marked ``gpu`` are skipped unless a CUDA GPU is usable: torch sees a
+  device *and* ``pycuda.driver`` imports.
+* ``backend_name`` runs a test once per executor: ``"cpu"`` always, and
+  ``"pycuda"`` (marked ``gpu``, so skipped without one).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_unusable_reason() -> str | None:
+    """None when a GPU can be used through PyCUDA, else why not."""
+    try:
+        import torch
+    except Exception as exc:  # pragma: no cover - torch is a hard requirement
+        return f"torch not importable ({exc})"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU (torch.cuda.is_available() is False)"
+    try:
+        import pycuda.driver  # noqa: F401
+    except Exception as exc:
+        return f"PyCUDA not usable ({type(exc).__name__}: {exc}); pip install -e '.[cuda]'"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    reason = gpu_unusable_reason()
+    if reason is None:
+        return
+    skip_gpu = pytest.mark.skip(reason=f"gpu test skipped: {reason}")
+    for item in gpu_items:
+        item.add_marker(skip_gpu)
+
+
+@pytest.fixture(params=["cpu", pytest.param("pycuda", marks=pytest.mark.gpu)])
+def backend_name(request) -> str:
+    """Executor name: run the same test on the cpu and (with a GPU) pycuda backends."""
+    return request.param

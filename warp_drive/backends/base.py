@@ -1,0 +1,146 @@
+"""The backend interface: one contract, two executors of the same CUDA C.
+
+A *backend* turns CUDA C sources into a loaded :class:`Module` and launches its
+kernels on arrays that torch allocated on ``backend.device``. Everything above
+this layer (DataManager, FunctionManager, Sampler, reset, log, EnvWrapper,
+training) is written once against this interface and never asks which executor
+runs underneath.
+
+* ``cpu``    -- the host C++ compiler builds the ``.cu`` files against an
+  emulation header; blocks run on a pool of host threads, CUDA threads are
+  fibers (see ``warp_drive/cuda/cpu/``).
+* ``pycuda`` -- nvcc builds a cubin for the present GPU; PyCUDA launches it
+  inside torch's primary context on pointers that torch allocated.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from warp_drive.backends.signature import KernelSignature
+
+
+class KernelBuildError(RuntimeError):
+    """A kernel source failed to preprocess or compile.
+
+    The message carries the compiler's own output, which names the user's file
+    and line.
+    """
+
+
+class KernelLaunchError(RuntimeError):
+    """A launch was refused (bad arguments or geometry) or the kernel failed
+    while running (device assert, divergent barrier, ...)."""
+
+
+Dim3 = tuple[int, int, int]
+
+
+def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
+    """Normalise an int or a 1-3 sequence of ints to a CUDA ``dim3``."""
+    if isinstance(value, int):
+        dims = [value]
+    else:
+        dims = [int(v) for v in value]
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise KernelLaunchError(
+            f"{what} must be a positive int or 1-3 positive ints, got {value!r}"
+        )
+    return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+
+class Kernel(abc.ABC):
+    """One ``__global__`` function of a loaded module."""
+
+    def __init__(self, module: "Module", signature: KernelSignature):
+        self.module = module
+        self.signature = signature
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def __call__(self, *args, grid, block, shared_mem: int = 0) -> None:
+        """Check ``args`` against the kernel's C signature and launch it."""
+        self.bind(*args).launch(grid, block, shared_mem)
+
+    @abc.abstractmethod
+    def bind(self, *args) -> "BoundLaunch":
+        """Check and pack ``args`` once; the result launches with no re-checking.
+
+        Arrays are torch tensors on the backend's device (their storage must not
+        be reallocated while the binding is in use, which the DataManager
+        guarantees since it updates arrays in place); scalars are converted to
+        the parameter's C type, refusing values that do not fit.
+        """
+
+
+class BoundLaunch(abc.ABC):
+    """Arguments already checked and packed for one kernel: the hot path."""
+
+    @abc.abstractmethod
+    def launch(self, grid, block, shared_mem: int = 0) -> None: ...
+
+    @abc.abstractmethod
+    def set_scalar(self, index: int, value) -> None:
+        """Replace the value of scalar argument ``index`` (e.g. a step counter)."""
+
+
+class Module(abc.ABC):
+    """A built and loaded set of kernels."""
+
+    def __init__(self, sources: Sequence[Path], kernels: dict[str, KernelSignature], from_cache: bool):
+        self.sources = list(sources)
+        self.signatures = kernels
+        self.from_cache = from_cache  # True when no compiler ran for this load
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return list(self.signatures)
+
+    def get_function(self, name: str) -> Kernel:
+        if name not in self.signatures:
+            raise KeyError(
+                f"kernel {name!r} is not defined in {', '.join(map(str, self.sources))}; "
+                f"defined kernels: {', '.join(sorted(self.signatures)) or '(none)'}. "
+                "Kernels must be declared extern \"C\" __global__."
+            )
+        return self._kernel(name)
+
+    @abc.abstractmethod
+    def _kernel(self, name: str) -> Kernel: ...
+
+    @abc.abstractmethod
+    def set_constant(self, name: str, value) -> None:
+        """Copy ``value`` (array-like) into the ``__constant__`` symbol ``name``."""
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    max_threads_per_block: int
+    max_dynamic_shared_bytes: int
+
+
+class Backend(abc.ABC):
+    """Builds modules and says where arrays live."""
+
+    name: str
+    device: torch.device
+    limits: DeviceLimits
+
+    @abc.abstractmethod
+    def build(
+        self,
+        sources: Sequence[str | Path],
+        include_dirs: Sequence[str | Path] = (),
+        defines: dict[str, str] | None = None,
+    ) -> Module:
+        """Build (or load from the cache) the given ``.cu`` files as one module."""
+
+    def synchronize(self) -> None:
+        """Wait for all launched work (a no-op where launches are synchronous)."""

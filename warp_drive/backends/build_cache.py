@@ -1,0 +1,90 @@
+"""Where build products live and how they are produced safely.
+
+Nothing is ever written inside the installed package. Products go to
+``$WARP_DRIVE_CACHE`` (default: ``$XDG_CACHE_HOME/warp_drive`` or
+``~/.cache/warp_drive``) under a key that hashes the *preprocessed* sources
+(so every included header counts), the compiler and its flags, and the runtime
+version. A product is compiled into a temporary file in the same directory and
+renamed into place, so processes building the same key concurrently never see a
+half-written file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from warp_drive.backends.base import KernelBuildError
+
+# Bump when the emulation header, the runtime or the generated wrapper change in
+# a way the preprocessed user source does not show.
+RUNTIME_VERSION = "1"
+
+PACKAGE_CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
+INCLUDE_DIR = PACKAGE_CUDA_DIR / "include"
+KERNELS_DIR = PACKAGE_CUDA_DIR / "kernels"
+
+
+def cache_root() -> Path:
+    root = os.environ.get("WARP_DRIVE_CACHE")
+    if not root:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        root = os.path.join(base, "warp_drive")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cache_key(*parts: str | bytes) -> str:
+    digest = hashlib.sha256()
+    digest.update(RUNTIME_VERSION.encode())
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()[:24]
+
+
+def run_compiler(cmd: Sequence[str], what: str) -> str:
+    """Run a compiler; on failure raise KernelBuildError with its own message
+    (which names the user's file and line)."""
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise KernelBuildError(f"{what}: compiler {cmd[0]!r} not found ({exc})") from None
+    if proc.returncode != 0:
+        raise KernelBuildError(
+            f"{what} failed (exit {proc.returncode}):\n{proc.stderr.strip() or proc.stdout.strip()}\n"
+            f"command: {' '.join(cmd)}"
+        )
+    return proc.stdout
+
+
+def build_atomically(target: Path, compile_to: "callable") -> bool:
+    """Produce ``target`` with ``compile_to(tmp_path)`` unless it already exists.
+
+    Returns True when the product came from the cache.
+    """
+    if target.exists():
+        return True
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        compile_to(Path(tmp))
+        os.replace(tmp, target)  # atomic: readers see the old absence or the whole file
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return False
+
+
+def write_atomically(target: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, target)

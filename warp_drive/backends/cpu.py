@@ -1,0 +1,331 @@
+"""The ``cpu`` executor: CUDA C built by the host C++ compiler and run on host threads.
+
+The same ``.cu`` files nvcc builds for a GPU are compiled into a shared library
+against ``warp_drive/cuda/cpu/cuda_emulation.h``; ``runtime.cpp`` (one library
+per process) runs the blocks of a launch on a pool of host threads and the
+threads of a block as fibers. Arrays are torch CPU tensors whose pointers the
+kernels receive directly, exactly as on the GPU.
+
+Build modes (``WARP_DRIVE_CPU_MODE``, or ``CpuBackend(mode=...)``):
+
+* ``release`` (default): ``-O2 -g``;
+* ``debug``: ``-O0 -g`` and a single worker thread, for stepping through an env
+  kernel with gdb;
+* ``asan``: AddressSanitizer (run Python with
+  ``LD_PRELOAD=$(g++ -print-file-name=libasan.so)``).
+
+Results never depend on the machine: ``-ffp-contract=off`` and no fast-math.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from warp_drive.backends import build_cache
+from warp_drive.backends.arguments import check_arguments
+from warp_drive.backends.base import (
+    Backend,
+    BoundLaunch,
+    DeviceLimits,
+    Kernel,
+    KernelBuildError,
+    KernelLaunchError,
+    Module,
+    as_dim3,
+)
+from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
+
+CPU_DIR = build_cache.PACKAGE_CUDA_DIR / "cpu"
+EMULATION_HEADER = CPU_DIR / "cuda_emulation.h"
+RUNTIME_SOURCE = CPU_DIR / "runtime.cpp"
+
+# Dynamic shared memory per block: CUDA's default limit without opt-in, so a
+# kernel that fits here fits on any GPU.
+DYNAMIC_SHARED_BYTES = 48 * 1024
+
+MODES = {
+    "release": ["-O2", "-g"],
+    "debug": ["-O0", "-g"],
+    "asan": ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"],
+}
+COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-Wall",
+                "-Wno-unused-function", "-Wno-unused-variable", "-Wl,-Bsymbolic"]
+
+_CTYPES = {
+    np.dtype(np.float32): ctypes.c_float,
+    np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.int8): ctypes.c_int8,
+    np.dtype(np.uint8): ctypes.c_uint8,
+    np.dtype(np.bool_): ctypes.c_bool,
+}
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
+    if not cxx:
+        raise KernelBuildError("the cpu executor needs a C++ compiler: install g++ (or set $CXX)")
+    return cxx
+
+
+def _compiler_identity(cxx: str) -> str:
+    try:
+        return subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    except Exception:  # pragma: no cover - identity only feeds the cache key
+        return cxx
+
+
+class CpuBoundLaunch(BoundLaunch):
+    """Pointers and scalars packed once into a ``void*`` array for the runtime."""
+
+    def __init__(self, kernel: "CpuKernel", checked: list):
+        self.kernel = kernel
+        self._keep_alive = checked  # tensors must outlive the packed pointers
+        self._slots = []
+        for param, value in zip(kernel.signature.params, checked):
+            if param.pointer:
+                self._slots.append(ctypes.c_void_p(value.data_ptr()))
+            else:
+                self._slots.append(_CTYPES[param.dtype](value.item()))
+        self._argv = (ctypes.c_void_p * max(1, len(self._slots)))(*[ctypes.addressof(s) for s in self._slots])
+        self._argv_address = ctypes.addressof(self._argv)
+        self._geometry: dict = {}
+
+    def set_scalar(self, index: int, value) -> None:
+        from warp_drive.backends.arguments import convert_scalar
+
+        param = self.kernel.signature.params[index]
+        if param.pointer:
+            raise KernelLaunchError(f"kernel {self.kernel.name}: parameter {index} is a pointer, not a scalar")
+        self._slots[index].value = convert_scalar(self.kernel.signature, index, param, value).item()
+
+    def launch(self, grid, block, shared_mem: int = 0) -> None:
+        key = (grid, block)
+        geometry = self._geometry.get(key)
+        if geometry is None:
+            g, b = as_dim3(grid, "grid"), as_dim3(block, "block")
+            geometry = ((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*b))
+            self._geometry[key] = geometry
+        if shared_mem > DYNAMIC_SHARED_BYTES:
+            raise KernelLaunchError(
+                f"kernel {self.kernel.name}: {shared_mem} bytes of dynamic shared memory requested; "
+                f"the limit is {DYNAMIC_SHARED_BYTES}"
+            )
+        self.kernel.module.backend._launch(self.kernel, self._argv_address, geometry)
+
+
+class CpuKernel(Kernel):
+    def __init__(self, module: "CpuModule", signature: KernelSignature, thread_fn: int):
+        super().__init__(module, signature)
+        self.thread_fn = thread_fn
+        self.name_bytes = signature.name.encode()
+
+    def bind(self, *args) -> CpuBoundLaunch:
+        return CpuBoundLaunch(self, check_arguments(self.signature, args, self.module.backend.device))
+
+
+class CpuModule(Module):
+    def __init__(self, backend: "CpuBackend", library_path: Path, symbols: ModuleSymbols, sources, from_cache: bool):
+        super().__init__(sources, symbols.kernels, from_cache)
+        self.backend = backend
+        self.library_path = library_path
+        self.constants = symbols.constants
+        self._lib = ctypes.CDLL(str(library_path), mode=ctypes.RTLD_LOCAL)
+        self._thread_fns = self._read_table("wd_kernels", _KernelEntry, lambda e: (e.name.decode(), e.run_thread))
+        self._symbols = self._read_table("wd_constants", _SymbolEntry,
+                                         lambda e: (e.name.decode(), (e.address, e.size)))
+        self._kernels: dict[str, CpuKernel] = {}
+
+    def _read_table(self, symbol: str, entry_type, item):
+        table = ctypes.cast(getattr(self._lib, symbol), ctypes.POINTER(entry_type))
+        out, i = {}, 0
+        while table[i].name:
+            key, value = item(table[i])
+            out[key] = value
+            i += 1
+        return out
+
+    def _kernel(self, name: str) -> CpuKernel:
+        if name not in self._kernels:
+            self._kernels[name] = CpuKernel(self, self.signatures[name], self._thread_fns[name])
+        return self._kernels[name]
+
+    def set_constant(self, name: str, value) -> None:
+        if name not in self._symbols:
+            raise KeyError(
+                f"__constant__ symbol {name!r} not found in {', '.join(map(str, self.sources))}; "
+                f"constants: {', '.join(sorted(self._symbols)) or '(none)'}"
+            )
+        address, size = self._symbols[name]
+        data = np.ascontiguousarray(value)
+        if data.dtype not in (np.float32, np.int32, np.uint32):
+            raise TypeError(f"__constant__ {name}: pass float32, int32 or uint32 data, got {data.dtype}")
+        if data.nbytes != size:
+            raise ValueError(
+                f"__constant__ {name} ({self.constants.get(name, '?')}) holds {size} bytes; got {data.nbytes} "
+                f"bytes ({data.dtype} of shape {data.shape})"
+            )
+        ctypes.memmove(address, data.ctypes.data, size)
+
+
+class _KernelEntry(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("run_thread", ctypes.c_void_p)]
+
+
+class _SymbolEntry(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("address", ctypes.c_void_p), ("size", ctypes.c_ulonglong)]
+
+
+def _generated_unit(sources: Sequence[Path], symbols: ModuleSymbols) -> str:
+    """The translation unit compiled into the library: the user's sources plus
+    tables that let the runtime call each kernel with a packed argument array."""
+    lines = ["// generated by warp_drive's cpu executor; do not edit"]
+    lines += [f'#include "{src}"' for src in sources]
+    lines += [
+        "#include <cstddef>",
+        "#include <type_traits>",
+        "#include <utility>",
+        "namespace wd_generated {",
+        "template <class... A, std::size_t... I>",
+        "inline void apply(void (*f)(A...), void* const* a, std::index_sequence<I...>) {",
+        "  f(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(a[I])...);",
+        "}",
+        "template <class... A> constexpr std::size_t arity(void (*)(A...)) { return sizeof...(A); }",
+        "template <auto F> void run(void* const* a, const wd_thread_index* index) {",
+        "  wd_set_thread_index(index);",
+        "  apply(F, a, std::make_index_sequence<arity(F)>{});",
+        "}",
+        "}  // namespace wd_generated",
+    ]
+    for name, ctype in symbols.dynamic_shared.items():
+        lines.append(
+            f"thread_local {ctype} {name}[{DYNAMIC_SHARED_BYTES} / sizeof({ctype})] __attribute__((aligned(16)));"
+        )
+    lines.append('extern "C" __attribute__((visibility("default"))) const wd_kernel_entry wd_kernels[] = {')
+    lines += [f'  {{"{k}", &wd_generated::run<&{k}>}},' for k in symbols.kernels]
+    lines.append("  {nullptr, nullptr}};")
+    lines.append('extern "C" __attribute__((visibility("default"))) const wd_symbol_entry wd_constants[] = {')
+    lines += [f'  {{"{c}", (void*)&{c}, sizeof({c})}},' for c in symbols.constants]
+    lines.append("  {nullptr, nullptr, 0}};")
+    return "\n".join(lines) + "\n"
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+
+    def __init__(self, mode: str | None = None, num_workers: int | None = None):
+        self.mode = (mode or os.environ.get("WARP_DRIVE_CPU_MODE") or "release").lower()
+        if self.mode not in MODES:
+            raise ValueError(f"WARP_DRIVE_CPU_MODE={self.mode!r}; choose one of {', '.join(MODES)}")
+        self.device = torch.device("cpu")
+        self.limits = DeviceLimits(max_threads_per_block=1 << 30, max_dynamic_shared_bytes=DYNAMIC_SHARED_BYTES)
+        self.cxx = _compiler()
+        self._flags = COMMON_FLAGS + MODES[self.mode]
+        self._identity = _compiler_identity(self.cxx) + " " + " ".join(self._flags)
+        self._runtime = self._load_runtime()
+        self._error = ctypes.create_string_buffer(2048)
+        self._launch_fn = self._runtime.wd_cpu_launch
+        self._launch_fn.restype = ctypes.c_int
+        self._launch_fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        if num_workers is None and self.mode == "debug":
+            num_workers = 1
+        if num_workers is not None:
+            self.set_num_workers(num_workers)
+        self._modules: dict[str, CpuModule] = {}
+
+    # ---------------------------------------------------------------- runtime
+    def _load_runtime(self) -> ctypes.CDLL:
+        source = RUNTIME_SOURCE.read_text()
+        key = build_cache.cache_key(source, self._identity)
+        target = build_cache.cache_root() / "cpu" / f"wd_runtime_{key}.so"
+        build_cache.build_atomically(
+            target,
+            lambda tmp: build_cache.run_compiler(
+                [self.cxx, *self._flags, str(RUNTIME_SOURCE), "-o", str(tmp)], "building the cpu runtime"
+            ),
+        )
+        # RTLD_GLOBAL: kernel libraries resolve wd_cpu_barrier & co. against it.
+        return ctypes.CDLL(str(target), mode=ctypes.RTLD_GLOBAL)
+
+    @property
+    def num_workers(self) -> int:
+        return self._runtime.wd_cpu_num_workers()
+
+    def set_num_workers(self, n: int) -> None:
+        """Size of the thread pool that runs blocks (default: number of cores)."""
+        self._runtime.wd_cpu_set_num_workers(int(n))
+
+    def stats(self) -> dict[str, int]:
+        """Counters since start: launches, blocks run with fibers, blocks run on the fast path."""
+        out = (ctypes.c_ulonglong * 3)()
+        self._runtime.wd_cpu_stats(out)
+        return {"launches": out[0], "fiber_blocks": out[1], "plain_blocks": out[2]}
+
+    def _launch(self, kernel: CpuKernel, argv_address: int, geometry) -> None:
+        grid, block = geometry
+        if self._launch_fn(kernel.name_bytes, kernel.thread_fn, argv_address, ctypes.addressof(grid),
+                           ctypes.addressof(block), ctypes.addressof(self._error), len(self._error)) != 0:
+            raise KernelLaunchError(self._error.value.decode(errors="replace"))
+
+    # ---------------------------------------------------------------- builds
+    def _preprocess(self, sources: Sequence[Path], include_flags: list[str], defines: list[str]) -> str:
+        unit = "".join(f'#include "{src}"\n' for src in sources)
+        cmd = [self.cxx, "-E", "-std=c++20", "-DWD_MARKER_PASS", *defines, "-include", str(EMULATION_HEADER),
+               *include_flags, "-x", "c++", "-"]
+        try:
+            proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)
+        except FileNotFoundError as exc:
+            raise KernelBuildError(f"cannot run the C++ compiler {self.cxx!r}: {exc}") from None
+        if proc.returncode != 0:
+            raise KernelBuildError(
+                f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}"
+            )
+        return proc.stdout
+
+    def build(self, sources, include_dirs=(), defines=None) -> CpuModule:
+        paths = [Path(s).resolve() for s in sources]
+        for path in paths:
+            if not path.is_file():
+                raise KernelBuildError(f"kernel source {path} does not exist")
+        include_flags = [f"-I{d}" for d in [build_cache.INCLUDE_DIR, *include_dirs]]
+        define_flags = [f"-D{k}={v}" for k, v in (defines or {}).items()]
+        preprocessed = self._preprocess(paths, include_flags, define_flags)
+        key = build_cache.cache_key(preprocessed, self._identity, " ".join(define_flags),
+                                    EMULATION_HEADER.read_text(), RUNTIME_SOURCE.read_text())
+        if key in self._modules:
+            return self._modules[key]
+        try:
+            symbols = parse_symbols(preprocessed)
+        except ValueError as exc:
+            raise KernelBuildError(str(exc)) from None
+        directory = build_cache.cache_root() / "cpu"
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"module_{key}.so"
+
+        def compile_to(tmp: Path) -> None:
+            unit = directory / f"module_{key}.cpp"
+            build_cache.write_atomically(unit, _generated_unit(paths, symbols))
+            build_cache.run_compiler(
+                [self.cxx, *self._flags, *define_flags, "-include", str(EMULATION_HEADER), *include_flags,
+                 "-x", "c++", str(unit), "-o", str(tmp)],
+                f"compiling {', '.join(map(str, paths))}",
+            )
+
+        from_cache = build_cache.build_atomically(target, compile_to)
+        module = CpuModule(self, target, symbols, paths, from_cache)
+        self._modules[key] = module
+        return module
