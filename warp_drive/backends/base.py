@@ -65,9 +65,9 @@ class Kernel(abc.ABC):
     def name(self) -> str:
         return self.signature.name
 
-    def __call__(self, *args, grid, block, shared_mem: int = 0) -> None:
+    def __call__(self, *args, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
         """Check ``args`` against the kernel's C signature and launch it."""
-        self.bind(*args).launch(grid, block, shared_mem)
+        self.bind(*args).launch(grid, block, shared_mem, cooperative)
 
     @abc.abstractmethod
     def bind(self, *args) -> "BoundLaunch":
@@ -84,7 +84,11 @@ class BoundLaunch(abc.ABC):
     """Arguments already checked and packed for one kernel: the hot path."""
 
     @abc.abstractmethod
-    def launch(self, grid, block, shared_mem: int = 0) -> None: ...
+    def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
+        """Launch on the bound arguments. ``cooperative`` guarantees that all
+        blocks are co-resident (needed by ``wd_sync_env`` when an env spans
+        several blocks on a GPU); the cpu executor runs an env as one block and
+        never needs it."""
 
     @abc.abstractmethod
     def set_scalar(self, index: int, value) -> None:

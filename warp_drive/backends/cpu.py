@@ -112,7 +112,7 @@ class CpuBoundLaunch(BoundLaunch):
             raise KernelLaunchError(f"kernel {self.kernel.name}: parameter {index} is a pointer, not a scalar")
         self._slots[index].value = convert_scalar(self.kernel.signature, index, param, value).item()
 
-    def launch(self, grid, block, shared_mem: int = 0) -> None:
+    def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
         key = (grid, block)
         geometry = self._geometry.get(key)
         if geometry is None:

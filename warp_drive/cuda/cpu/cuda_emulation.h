@@ -90,6 +90,7 @@ extern "C" {
 // Index of the CUDA thread the runtime is about to run (see runtime.cpp).
 struct wd_thread_index {
   dim3 thread, block, block_dim, grid_dim;
+  int block_changed;  // 0 while the same block keeps running on this host thread
 };
 typedef void (*wd_thread_fn)(void* const* args, const struct wd_thread_index* index);
 struct wd_kernel_entry {
@@ -107,9 +108,11 @@ __attribute__((noreturn)) void wd_cpu_device_fail(const char* what, const char* 
 
 static inline void wd_set_thread_index(const wd_thread_index* index) {
   threadIdx = index->thread;
-  blockIdx = index->block;
-  blockDim = index->block_dim;
-  gridDim = index->grid_dim;
+  if (index->block_changed) {
+    blockIdx = index->block;
+    blockDim = index->block_dim;
+    gridDim = index->grid_dim;
+  }
 }
 
 // Barriers carry their call site so a divergent barrier can be reported.

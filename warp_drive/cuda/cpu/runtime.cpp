@@ -49,6 +49,7 @@ struct dim3 {
 extern "C" {
 struct wd_thread_index {
   dim3 thread, block, block_dim, grid_dim;
+  int block_changed;
 };
 typedef void (*wd_thread_fn)(void* const* args, const struct wd_thread_index* index);
 }
@@ -207,9 +208,25 @@ void set_thread(Worker* w, unsigned int t) {
   w->index.thread = dim3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
 }
 
-void run_thread(Worker* w, unsigned int t) {
-  set_thread(w, t);
-  w->job->fn(w->job->args, &w->index);
+// The fast path: threads 1..n-1 as plain calls, the index advanced without
+// divisions (this loop is most of a barrier-free kernel's overhead).
+void run_plain_threads(Worker* w, unsigned int n) {
+  const dim3 b = w->job->block;
+  const wd_thread_fn fn = w->job->fn;
+  void* const* args = w->job->args;
+  set_thread(w, 1 % n);
+  for (unsigned int t = 1; t < n; ++t) {
+    w->current = t;
+    fn(args, &w->index);
+    dim3& i = w->index.thread;
+    if (++i.x == b.x) {
+      i.x = 0;
+      if (++i.y == b.y) {
+        i.y = 0;
+        ++i.z;
+      }
+    }
+  }
 }
 
 // Enter a fiber from the scheduler and come back when it yields or finishes.
@@ -339,9 +356,11 @@ void run_block(Worker* w, uint64_t linear) {
   const unsigned int n = b.x * b.y * b.z;
   w->failed = false;
   w->plain_mode = false;
+  w->index.block_changed = 1;
 
   w->ensure_fibers(1);
   start_fiber(w, 0);
+  w->index.block_changed = 0;
   if (w->failed) return;
   if (w->fibers[0].state == Fiber::DONE) {
     stat_plain_blocks.fetch_add(1, std::memory_order_relaxed);
@@ -350,7 +369,7 @@ void run_block(Worker* w, uint64_t linear) {
       w->plain_mode = false;
       return;  // the error is recorded; the rest of the block is abandoned
     }
-    for (unsigned int t = 1; t < n; ++t) run_thread(w, t);
+    run_plain_threads(w, n);
     w->plain_mode = false;
     return;
   }

@@ -1,0 +1,716 @@
+"""The ``pycuda`` executor: nvcc builds a cubin for the present GPU, which runs
+inside torch's primary CUDA context on pointers that torch allocated.
+
+Who does what
+-------------
+
+* **torch** owns the device memory and the streams. Kernels receive
+  ``tensor.data_ptr()`` directly (no copies) and are launched on torch's
+  *current* stream, so they are ordered with torch operations in both
+  directions; non-default streams (``with torch.cuda.stream(s):``) work too.
+* **PyCUDA** initialises the driver and makes torch's *primary* context (the
+  one the CUDA runtime, hence torch, uses) current: ``Device(i).retain_primary_context()``
+  + ``push()``, popped at exit -- never a second context, never
+  ``pycuda.autoinit``.
+* **the driver API through ctypes** (``libcuda.so.1``) loads the cubin and
+  launches. PyCUDA (checked against its 2026.1 sources) exposes no handle for a
+  ``Module`` or a ``Function`` (only ``Context``, ``Stream`` and ``Array`` have
+  ``.handle``), has no cooperative launch, and its ``prepared_async_call``
+  accepts only a PyCUDA ``Stream`` object or ``None``, so it can neither follow
+  torch's current stream nor hand a ``CUfunction`` to
+  ``cuLaunchCooperativeKernel``. Loading the module once through the driver
+  keeps one copy of every ``__constant__``/``__device__`` symbol for both kinds
+  of launch; ``cuLaunchKernel`` and ``cuLaunchCooperativeKernel`` take the same
+  ``void**`` argument array, packed once per :meth:`Kernel.bind` (as the cpu
+  executor does), so the hot path is one foreign call.
+
+Builds
+------
+
+The signature pass is the cpu executor's: the sources are preprocessed by the
+host compiler with the emulation header in ``WD_MARKER_PASS`` mode and parsed
+by :mod:`warp_drive.backends.signature`, so both executors check launches
+against the same C parameter lists. nvcc then compiles a one-line-per-source
+unit (``#include "<user file>"``, so errors name the user's file and line) with
+``-cubin -arch=sm_XY --fmad=false`` (no FMA contraction, like the cpu build's
+``-ffp-contract=off``). Grid-wide ``cooperative_groups`` sync needs no
+``-rdc`` since CUDA 11: the grid workspace is read from driver-provided
+registers, and the cubin is a loadable ``ET_EXEC`` image (checked by
+``tests/test_pycuda_backend_offline.py``).
+
+The cache key hashes the marker-pass text, the *contents* of every file nvcc
+reads (``nvcc -M``; so a change inside an ``#ifdef __CUDACC__`` branch of a
+header rebuilds too), nvcc's ``--version``, the flags and the target
+architecture. Products go to ``cache_root()/pycuda``, built atomically.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from warp_drive.backends import build_cache
+from warp_drive.backends.arguments import check_arguments, convert_scalar
+from warp_drive.backends.base import (
+    Backend,
+    BoundLaunch,
+    DeviceLimits,
+    Kernel,
+    KernelBuildError,
+    KernelLaunchError,
+    Module,
+    as_dim3,
+)
+from warp_drive.backends.cpu import EMULATION_HEADER
+from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
+
+INSTALL_HINT = "pip install -e '.[cuda]'"
+
+# nvcc flags besides -arch, includes and defines. --fmad=false: no FMA
+# contraction, so float results match the cpu executor (-ffp-contract=off).
+NVCC_FLAGS = ["-cubin", "--fmad=false", "-std=c++17", "-lineinfo"]
+
+# ---------------------------------------------------------------- driver API constants (cuda.h, CUDA 13.0)
+CUDA_SUCCESS = 0
+CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_INVALID_CONTEXT = 201
+CUDA_ERROR_NOT_FOUND = 500
+CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
+CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
+CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1
+CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95
+CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
+
+_c_uint, _c_int, _c_size_t, _c_void_p, _c_char_p = (
+    ctypes.c_uint, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p)
+_P = ctypes.POINTER
+
+# Every driver entry point used, under the name libcuda exports (cuda.h maps
+# e.g. cuModuleGetGlobal to cuModuleGetGlobal_v2), with its C prototype.
+# Optional entries may be missing from older drivers.
+DRIVER_PROTOTYPES: dict[str, list] = {
+    "cuGetErrorName": [_c_int, _P(_c_char_p)],
+    "cuGetErrorString": [_c_int, _P(_c_char_p)],
+    "cuDriverGetVersion": [_P(_c_int)],
+    "cuDeviceGet": [_P(_c_int), _c_int],
+    "cuDeviceGetAttribute": [_P(_c_int), _c_int, _c_int],
+    "cuCtxGetCurrent": [_P(_c_void_p)],
+    "cuCtxSetCurrent": [_c_void_p],
+    "cuModuleLoadData": [_P(_c_void_p), _c_char_p],
+    "cuModuleUnload": [_c_void_p],
+    "cuModuleGetFunction": [_P(_c_void_p), _c_void_p, _c_char_p],
+    "cuModuleGetGlobal_v2": [_P(ctypes.c_uint64), _P(_c_size_t), _c_void_p, _c_char_p],
+    "cuMemcpyHtoDAsync_v2": [ctypes.c_uint64, _c_void_p, _c_size_t, _c_void_p],
+    "cuStreamSynchronize": [_c_void_p],
+    "cuFuncGetAttribute": [_P(_c_int), _c_int, _c_void_p],
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor": [_P(_c_int), _c_void_p, _c_int, _c_size_t],
+    "cuLaunchKernel": [_c_void_p, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint,
+                       _c_void_p, _c_void_p, _c_void_p],
+    "cuLaunchCooperativeKernel": [_c_void_p, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint,
+                                  _c_void_p, _c_void_p],
+    "cuFuncGetParamInfo": [_c_void_p, _c_size_t, _P(_c_size_t), _P(_c_size_t)],  # CUDA >= 12.4
+}
+OPTIONAL_DRIVER_FUNCTIONS = {"cuFuncGetParamInfo"}
+
+# Kernel parameter value types (a pointer parameter is a c_void_p).
+_CTYPES = {
+    np.dtype(np.float32): ctypes.c_float,
+    np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.int8): ctypes.c_int8,
+    np.dtype(np.uint8): ctypes.c_uint8,
+    np.dtype(np.bool_): ctypes.c_bool,
+}
+
+
+# ---------------------------------------------------------------- pure helpers (tested without a GPU)
+def param_ctypes(signature: KernelSignature) -> list:
+    """The ctypes type holding each parameter's value in the ``void**`` array."""
+    out = []
+    for param in signature.params:
+        if param.pointer:
+            out.append(ctypes.c_void_p)
+        elif param.dtype in _CTYPES:
+            out.append(_CTYPES[param.dtype])
+        else:  # parse_param refuses these already
+            raise KernelBuildError(f"kernel {signature.name}: unsupported parameter type {param.describe()}")
+    return out
+
+
+def param_layout(signature: KernelSignature) -> list[tuple[int, int]]:
+    """(offset, size) of each parameter in the device-side parameter buffer:
+    every parameter is aligned to its own size (all are fundamental types or
+    pointers), which is what nvcc records and ``cuFuncGetParamInfo`` reports."""
+    layout, offset = [], 0
+    for ctype in param_ctypes(signature):
+        size = ctypes.sizeof(ctype)
+        offset = (offset + size - 1) // size * size
+        layout.append((offset, size))
+        offset += size
+    return layout
+
+
+def unit_source(sources: Sequence[Path]) -> str:
+    """The translation unit nvcc compiles: the user's files by absolute path,
+    so compiler messages name them."""
+    lines = ["// generated by warp_drive's pycuda executor; do not edit"]
+    lines += [f'#include "{Path(src).resolve()}"' for src in sources]
+    return "\n".join(lines) + "\n"
+
+
+def _flags(include_dirs: Sequence[str | Path], defines: dict[str, str] | None) -> tuple[list[str], list[str]]:
+    include_flags = [f"-I{d}" for d in [build_cache.INCLUDE_DIR, *include_dirs]]
+    define_flags = [f"-D{k}={v}" for k, v in (defines or {}).items()]
+    return include_flags, define_flags
+
+
+def nvcc_command(nvcc: str, unit: Path, include_dirs: Sequence[str | Path], defines: dict[str, str] | None,
+                 arch: str, out: Path) -> list[str]:
+    """The nvcc command line that builds ``unit`` into a loadable cubin for ``arch`` (e.g. ``sm_90``)."""
+    include_flags, define_flags = _flags(include_dirs, defines)
+    return [nvcc, *NVCC_FLAGS, f"-arch={arch}", *include_flags, *define_flags, "-x", "cu", str(unit), "-o", str(out)]
+
+
+def nvcc_depend_command(nvcc: str, unit: Path, include_dirs: Sequence[str | Path], defines: dict[str, str] | None,
+                        arch: str) -> list[str]:
+    """Same preprocessing as :func:`nvcc_command`, printing the files read (make syntax)."""
+    include_flags, define_flags = _flags(include_dirs, defines)
+    return [nvcc, "-M", "-std=c++17", f"-arch={arch}", *include_flags, *define_flags, "-x", "cu", str(unit)]
+
+
+def parse_dependencies(text: str) -> list[str]:
+    """File names from make-style dependency output (``target : dep \\`` lines,
+    spaces in names escaped as ``\\ ``)."""
+    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    match = re.search(r"(?<!\\):(\s|$)", text)
+    body = text[match.end():] if match else text
+    return [tok.replace("\\ ", " ") for tok in re.split(r"(?<!\\)\s+", body.strip()) if tok]
+
+
+def find_nvcc() -> str | None:
+    """``$NVCC``, ``nvcc`` on the PATH, ``$CUDA_HOME/bin/nvcc`` or ``/usr/local/cuda/bin/nvcc``."""
+    candidates = [os.environ.get("NVCC"), shutil.which("nvcc")]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(os.path.join(os.environ[var], "bin", "nvcc"))
+    candidates.append("/usr/local/cuda/bin/nvcc")
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _host_compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
+    if not cxx:
+        raise KernelBuildError("reading kernel signatures needs a host C++ compiler: install g++ (or set $CXX)")
+    return cxx
+
+
+def preprocess_for_symbols(cxx: str, sources: Sequence[Path], include_flags: list[str],
+                           define_flags: list[str]) -> str:
+    """The cpu executor's signature pass: host preprocessing with the emulation
+    header in ``WD_MARKER_PASS`` mode (markers for __global__/__constant__/__shared__)."""
+    unit = "".join(f'#include "{src}"\n' for src in sources)
+    cmd = [cxx, "-E", "-std=c++20", "-DWD_MARKER_PASS", *define_flags, "-include", str(EMULATION_HEADER),
+           *include_flags, "-x", "c++", "-"]
+    try:
+        proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise KernelBuildError(f"cannot run the C++ compiler {cxx!r}: {exc}") from None
+    if proc.returncode != 0:
+        raise KernelBuildError(f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class NvccToolchain:
+    nvcc: str
+    identity: str  # `nvcc --version`
+    supported_archs: frozenset[str]  # `nvcc --list-gpu-code`; empty if unknown
+
+    @classmethod
+    def find(cls) -> "NvccToolchain":
+        nvcc = find_nvcc()
+        if nvcc is None:
+            raise KernelBuildError(
+                "the pycuda executor compiles kernels with nvcc, which was not found: install the CUDA toolkit "
+                "and put nvcc on the PATH (or set $NVCC or $CUDA_HOME)"
+            )
+        identity = build_cache.run_compiler([nvcc, "--version"], "nvcc --version")
+        try:
+            listed = subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True)
+            archs = frozenset(listed.stdout.split()) if listed.returncode == 0 else frozenset()
+        except OSError:  # pragma: no cover - nvcc ran a moment ago
+            archs = frozenset()
+        return cls(nvcc, identity, archs)
+
+    @property
+    def version(self) -> str:
+        """e.g. ``Cuda compilation tools, release 13.0, V13.0.88``."""
+        lines = [line for line in self.identity.splitlines() if "release" in line]
+        return lines[0].strip() if lines else (self.identity.strip().splitlines() or ["nvcc"])[-1]
+
+    def check_arch(self, arch: str) -> None:
+        if self.supported_archs and arch not in self.supported_archs:
+            raise KernelBuildError(
+                f"{self.nvcc} cannot compile for this GPU ({arch}); it supports {' '.join(sorted(self.supported_archs))}. "
+                "Install a CUDA toolkit that supports the GPU."
+            )
+
+
+@dataclass
+class CubinBuild:
+    """Everything about one build except loading it: a GPU is not needed to run it."""
+
+    key: str
+    target: Path
+    unit: Path
+    sources: list[Path]
+    symbols: ModuleSymbols
+    command: list[str]
+
+    def compile(self) -> bool:
+        """Produce ``target`` unless it is cached; True when it came from the cache."""
+
+        def compile_to(tmp: Path) -> None:
+            cmd = self.command[:-1] + [str(tmp)]  # the last argument is the output file
+            build_cache.run_compiler(cmd, f"compiling {', '.join(map(str, self.sources))} with nvcc")
+
+        return build_cache.build_atomically(self.target, compile_to)
+
+
+def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path],
+               include_dirs: Sequence[str | Path] = (), defines: dict[str, str] | None = None,
+               cxx: str | None = None) -> CubinBuild:
+    """Preprocess, parse the kernel signatures and compute the cache key."""
+    paths = [Path(s).resolve() for s in sources]
+    for path in paths:
+        if not path.is_file():
+            raise KernelBuildError(f"kernel source {path} does not exist")
+    toolchain.check_arch(arch)
+    include_dirs = [Path(d).resolve() for d in include_dirs]
+    include_flags, define_flags = _flags(include_dirs, defines)
+    preprocessed = preprocess_for_symbols(cxx or _host_compiler(), paths, include_flags, define_flags)
+    try:
+        symbols = parse_symbols(preprocessed)
+    except ValueError as exc:
+        raise KernelBuildError(str(exc)) from None
+
+    directory = build_cache.cache_root() / "pycuda"
+    directory.mkdir(parents=True, exist_ok=True)
+    unit_text = unit_source(paths)
+    unit = directory / f"unit_{build_cache.cache_key(unit_text)}.cu"
+    if not unit.exists() or unit.read_text() != unit_text:
+        build_cache.write_atomically(unit, unit_text)
+
+    depend = build_cache.run_compiler(nvcc_depend_command(toolchain.nvcc, unit, include_dirs, defines, arch),
+                                      f"listing the headers of {', '.join(map(str, paths))}")
+    digest = hashlib.sha256()
+    for dep in parse_dependencies(depend):
+        digest.update(dep.encode() + b"\0")
+        try:
+            digest.update(hashlib.sha256(Path(dep).read_bytes()).digest())
+        except OSError:
+            digest.update(b"<unreadable>")
+    key = build_cache.cache_key("pycuda", preprocessed, digest.hexdigest(), toolchain.identity, " ".join(NVCC_FLAGS),
+                                " ".join(include_flags), " ".join(define_flags), arch)
+    target = directory / f"module_{key}.cubin"
+    command = nvcc_command(toolchain.nvcc, unit, include_dirs, defines, arch, target)
+    return CubinBuild(key=key, target=target, unit=unit, sources=paths, symbols=symbols, command=command)
+
+
+# ---------------------------------------------------------------- the driver through ctypes
+class _Driver:
+    """``libcuda`` entry points with their prototypes; ``check`` turns a CUresult into an error."""
+
+    def __init__(self) -> None:
+        name = "nvcuda.dll" if os.name == "nt" else "libcuda.so.1"
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError as exc:
+            raise RuntimeError(f"the pycuda backend cannot load the CUDA driver library {name}: {exc}") from None
+        for fname, argtypes in DRIVER_PROTOTYPES.items():
+            try:
+                fn = getattr(lib, fname)
+            except AttributeError:
+                if fname in OPTIONAL_DRIVER_FUNCTIONS:
+                    setattr(self, fname, None)
+                    continue
+                raise RuntimeError(f"the CUDA driver has no {fname}; update the NVIDIA driver") from None
+            fn.argtypes = argtypes
+            fn.restype = ctypes.c_int
+            setattr(self, fname, fn)
+
+    def error_name(self, code: int) -> str:
+        name, text = ctypes.c_char_p(), ctypes.c_char_p()
+        if self.cuGetErrorName(code, ctypes.byref(name)) != CUDA_SUCCESS or not name.value:
+            return f"CUresult {code}"
+        self.cuGetErrorString(code, ctypes.byref(text))
+        described = name.value.decode()
+        return f"{described} ({text.value.decode()})" if text.value else described
+
+
+class PyCudaBoundLaunch(BoundLaunch):
+    """Arguments packed once into a ``void**`` array: the launch is one driver call."""
+
+    def __init__(self, kernel: "PyCudaKernel", checked: list):
+        self.kernel = kernel
+        self._keep_alive = checked  # the tensors must outlive the packed pointers
+        self._slots = []
+        for ctype, param, value in zip(kernel.param_types, kernel.signature.params, checked):
+            if param.pointer:
+                self._slots.append(ctypes.c_void_p(value.data_ptr()))
+            else:
+                self._slots.append(ctype(value.item()))
+        if self._slots:
+            self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])
+            self._argv_address = ctypes.addressof(self._argv)
+        else:
+            self._argv_address = None  # kernelParams may be NULL for a kernel without parameters
+        self._geometry: dict = {}
+
+    def set_scalar(self, index: int, value) -> None:
+        param = self.kernel.signature.params[index]
+        if param.pointer:
+            raise KernelLaunchError(f"kernel {self.kernel.name}: parameter {index} is a pointer, not a scalar")
+        self._slots[index].value = convert_scalar(self.kernel.signature, index, param, value).item()
+
+    def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
+        try:
+            geometry = self._geometry[(grid, block)]
+        except (KeyError, TypeError):  # TypeError: lists are not hashable; they are just not cached
+            geometry = self.kernel.check_geometry(as_dim3(grid, "grid"), as_dim3(block, "block"))
+            try:
+                self._geometry[(grid, block)] = geometry
+            except TypeError:
+                pass
+        self.kernel.module.backend._launch(self.kernel, geometry, int(shared_mem), self._argv_address, cooperative)
+
+
+class PyCudaKernel(Kernel):
+    def __init__(self, module: "PyCudaModule", signature: KernelSignature, handle: int):
+        super().__init__(module, signature)
+        self.handle = handle  # CUfunction
+        self.param_types = param_ctypes(signature)
+        backend = module.backend
+        value = ctypes.c_int()
+        backend._driver_call(f"kernel {self.name}: reading its attributes", "cuFuncGetAttribute",
+                             ctypes.byref(value), CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, handle)
+        # Fewer than the device's limit when the kernel uses many registers.
+        self.max_threads_per_block = value.value
+        self._co_resident: dict[tuple[int, int], int] = {}
+
+    def bind(self, *args) -> PyCudaBoundLaunch:
+        device = self.module.backend.device
+        checked = check_arguments(self.signature, args, device)
+        for index, (param, value) in enumerate(zip(self.signature.params, checked)):
+            if param.pointer and value.device.index != device.index:
+                raise KernelLaunchError(
+                    f"kernel {self.name}: parameter {index} '{param.describe()}' expects a tensor on {device}, "
+                    f"got one on {value.device}"
+                )
+        return PyCudaBoundLaunch(self, checked)
+
+    def check_geometry(self, grid, block):
+        if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
+            raise KernelLaunchError(f"kernel {self.name}: grid {grid} exceeds CUDA's limits (2^31-1, 65535, 65535)")
+        if block[0] > 1024 or block[1] > 1024 or block[2] > 64:
+            raise KernelLaunchError(f"kernel {self.name}: block {block} exceeds CUDA's limits (1024, 1024, 64)")
+        threads = block[0] * block[1] * block[2]
+        if threads > self.max_threads_per_block:
+            limit = self.module.backend.limits.max_threads_per_block
+            why = "" if self.max_threads_per_block == limit else f" (its register use; the device allows {limit})"
+            raise KernelLaunchError(
+                f"kernel {self.name}: {threads} threads per block requested; this kernel allows at most "
+                f"{self.max_threads_per_block}{why}. Use more blocks per env."
+            )
+        return grid, block, threads, grid[0] * grid[1] * grid[2]
+
+    def check_co_resident(self, geometry, shared_mem: int) -> None:
+        """A cooperative launch needs every block resident at once: refuse
+        rather than let the driver fail (or, without cooperative launch, hang)."""
+        grid, _block, threads, blocks = geometry
+        key = (threads, shared_mem)
+        backend = self.module.backend
+        if key not in self._co_resident:
+            per_sm = ctypes.c_int()
+            backend._driver_call(f"kernel {self.name}: occupancy query", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                                 ctypes.byref(per_sm), self.handle, threads, shared_mem)
+            self._co_resident[key] = per_sm.value * backend.multiprocessors
+        fit = self._co_resident[key]
+        if blocks > fit:
+            per_env = grid[1] * grid[2]
+            raise KernelLaunchError(
+                f"kernel {self.name}: a cooperative launch of {blocks} blocks of {threads} threads needs all of them "
+                f"resident at once, but this GPU holds at most {fit} such blocks ({backend.multiprocessors} SMs); "
+                f"with {per_env} blocks per env that is at most {fit // per_env} envs. Use fewer envs per launch, "
+                "fewer agents per env, or a kernel split at the barrier."
+            )
+
+
+class PyCudaModule(Module):
+    def __init__(self, backend: "PyCudaBackend", cubin: Path, symbols: ModuleSymbols, sources, from_cache: bool):
+        super().__init__(sources, symbols.kernels, from_cache)
+        self.backend = backend
+        self.cubin_path = cubin
+        self.constants = symbols.constants
+        handle = ctypes.c_void_p()
+        image = cubin.read_bytes()
+        code = backend._call(lambda: backend.driver.cuModuleLoadData(ctypes.byref(handle), image))
+        if code != CUDA_SUCCESS:
+            raise KernelBuildError(
+                f"the CUDA driver could not load {cubin} (built for {backend.arch} by {backend.toolchain.version}; "
+                f"the driver supports CUDA {backend.driver_version}): {backend.driver.error_name(code)}. A cubin "
+                "from a newer CUDA toolkit than the driver supports needs a driver update."
+            )
+        self.handle = handle.value
+        self._kernels: dict[str, PyCudaKernel] = {}
+
+    def _kernel(self, name: str) -> PyCudaKernel:
+        if name not in self._kernels:
+            backend = self.backend
+            function = ctypes.c_void_p()
+            code = backend._call(lambda: backend.driver.cuModuleGetFunction(
+                ctypes.byref(function), self.handle, name.encode()))
+            if code == CUDA_ERROR_NOT_FOUND:
+                raise KernelBuildError(
+                    f"kernel {name!r} is declared in {', '.join(map(str, self.sources))} but the cubin has no symbol "
+                    "of that name: declare it extern \"C\" __global__ (C++ names are mangled)"
+                )
+            backend._check(code, f"looking up kernel {name}")
+            signature = self.signatures[name]
+            self._check_param_info(signature, function.value)
+            self._kernels[name] = PyCudaKernel(self, signature, function.value)
+        return self._kernels[name]
+
+    def _check_param_info(self, signature: KernelSignature, function: int) -> None:
+        """Compare the parsed signature with the parameters nvcc compiled
+        (``cuFuncGetParamInfo``, CUDA >= 12.4); raise only on a definite mismatch."""
+        query = self.backend.driver.cuFuncGetParamInfo
+        if query is None:
+            return
+        offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+        expected = param_layout(signature)
+        for index, (_offset, want) in enumerate(expected):
+            code = query(function, index, ctypes.byref(offset), ctypes.byref(size))
+            if code == CUDA_ERROR_INVALID_VALUE and index > 0:
+                raise KernelBuildError(
+                    f"kernel {signature.name}: compiled with {index} parameters, but its source reads as "
+                    f"{signature.describe()} (different #if branches for nvcc and the host preprocessor?)"
+                )
+            if code != CUDA_SUCCESS:
+                return  # the query is not supported here; nothing to compare
+            if size.value != want:
+                param = signature.params[index]
+                raise KernelBuildError(
+                    f"kernel {signature.name}: parameter {index} '{param.describe()}' is {want} bytes in the source "
+                    f"as preprocessed for the signature check but {size.value} bytes in the compiled kernel "
+                    "(different #if branches for nvcc and the host preprocessor?)"
+                )
+        if expected and query(function, len(expected), ctypes.byref(offset), ctypes.byref(size)) == CUDA_SUCCESS:
+            raise KernelBuildError(
+                f"kernel {signature.name}: compiled with more than {len(expected)} parameters, but its source reads "
+                f"as {signature.describe()}"
+            )
+
+    def set_constant(self, name: str, value) -> None:
+        backend = self.backend
+        address, size = ctypes.c_uint64(), ctypes.c_size_t()
+        code = backend._call(lambda: backend.driver.cuModuleGetGlobal_v2(
+            ctypes.byref(address), ctypes.byref(size), self.handle, name.encode()))
+        if code == CUDA_ERROR_NOT_FOUND:
+            raise KeyError(
+                f"__constant__ symbol {name!r} not found in {', '.join(map(str, self.sources))}; "
+                f"constants: {', '.join(sorted(self.constants)) or '(none)'}"
+            )
+        backend._check(code, f"looking up __constant__ {name}")
+        data = np.ascontiguousarray(value)
+        if data.dtype not in (np.float32, np.int32, np.uint32):
+            raise TypeError(f"__constant__ {name}: pass float32, int32 or uint32 data, got {data.dtype}")
+        if data.nbytes != size.value:
+            raise ValueError(
+                f"__constant__ {name} ({self.constants.get(name, '?')}) holds {size.value} bytes; got {data.nbytes} "
+                f"bytes ({data.dtype} of shape {data.shape})"
+            )
+        # On torch's current stream, after the work already queued there; the
+        # stream sync makes the new value visible to whatever runs next.
+        stream = backend.current_stream()
+        backend._driver_call(f"copying __constant__ {name}", "cuMemcpyHtoDAsync_v2",
+                             address.value, data.ctypes.data, size.value, stream)
+        backend._driver_call(f"copying __constant__ {name}", "cuStreamSynchronize", stream)
+
+
+class PyCudaBackend(Backend):
+    name = "pycuda"
+
+    def __init__(self) -> None:
+        try:
+            import pycuda.driver as pycuda_driver
+        except Exception as exc:  # ImportError, or OSError when libcuda is missing
+            raise RuntimeError(
+                f"the 'pycuda' backend needs PyCUDA, which cannot be imported ({type(exc).__name__}: {exc}). "
+                f"Install it with  {INSTALL_HINT}  or use the 'cpu' backend."
+            ) from exc
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                "the 'pycuda' backend needs a CUDA GPU, but torch sees none (torch.cuda.is_available() is False; "
+                f"a CPU-only torch build or no driver). Install a CUDA build of torch and {INSTALL_HINT}, "
+                "or use the 'cpu' backend."
+            )
+        # torch first, so that the context below is the one torch uses.
+        torch.cuda.init()
+        index = torch.cuda.current_device()
+        self.device = torch.device("cuda", index)
+
+        pycuda_driver.init()
+        pycuda_device = pycuda_driver.Device(index)  # runtime and driver ordinals agree
+        self._pycuda_context = pycuda_device.retain_primary_context()  # torch's context, not a new one
+        self._pycuda_context.push()
+        atexit.register(self._release_context)
+
+        self.driver = _Driver()
+        context = ctypes.c_void_p()
+        self._check(self.driver.cuCtxGetCurrent(ctypes.byref(context)), "reading the current context")
+        self._context = context.value  # re-made current on threads that have none (see _call)
+        device = ctypes.c_int()
+        self._check(self.driver.cuDeviceGet(ctypes.byref(device), index), "cuDeviceGet")
+        self._cu_device = device.value
+        version = ctypes.c_int()
+        self._check(self.driver.cuDriverGetVersion(ctypes.byref(version)), "cuDriverGetVersion")
+        self.driver_version = f"{version.value // 1000}.{version.value % 1000 // 10}"
+
+        attribute = pycuda_driver.device_attribute
+        self.limits = DeviceLimits(
+            max_threads_per_block=pycuda_device.get_attribute(attribute.MAX_THREADS_PER_BLOCK),
+            max_dynamic_shared_bytes=pycuda_device.get_attribute(attribute.MAX_SHARED_MEMORY_PER_BLOCK),
+        )
+        self.multiprocessors = pycuda_device.get_attribute(attribute.MULTIPROCESSOR_COUNT)
+        self.cooperative_launch = bool(self._device_attribute(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH))
+        major, minor = pycuda_device.compute_capability()
+        self.arch = f"sm_{major}{minor}"
+        self.device_name = pycuda_device.name()
+
+        self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        self._toolchain: NvccToolchain | None = None
+        self._modules: dict[str, PyCudaModule] = {}
+
+    # ---------------------------------------------------------------- context & errors
+    def _release_context(self) -> None:
+        context, self._pycuda_context = self._pycuda_context, None
+        if context is None:
+            return
+        try:
+            context.pop()
+        except Exception:  # pragma: no cover - exit path: popped elsewhere, or another thread pushed it
+            pass
+
+    def _device_attribute(self, attribute: int) -> int:
+        value = ctypes.c_int()
+        self._check(self.driver.cuDeviceGetAttribute(ctypes.byref(value), attribute, self._cu_device),
+                    f"device attribute {attribute}")
+        return value.value
+
+    def _driver_call(self, what: str, name: str, *args) -> None:
+        """``driver.<name>(*args)`` through :meth:`_call`, raising on failure."""
+        fn = getattr(self.driver, name)
+        self._check(self._call(lambda: fn(*args)), what)
+
+    def _call(self, call) -> int:
+        """Run a driver call; on a thread where no context is current yet (one
+        torch has not used), make the primary context current and retry."""
+        code = call()
+        if code == CUDA_ERROR_INVALID_CONTEXT:
+            self._check(self.driver.cuCtxSetCurrent(self._context), "making the primary context current")
+            code = call()
+        return code
+
+    def _check(self, code: int, what: str) -> None:
+        if code != CUDA_SUCCESS:
+            raise KernelLaunchError(f"{what} failed: {self.driver.error_name(code)}")
+
+    def current_stream(self) -> int:
+        """torch's current stream on this device, as a CUstream handle (0: the legacy default stream)."""
+        if self._raw_stream is not None:
+            return self._raw_stream(self.device.index)
+        return torch.cuda.current_stream(self.device).cuda_stream
+
+    # ---------------------------------------------------------------- launches
+    def _launch(self, kernel: PyCudaKernel, geometry, shared_mem: int, argv_address, cooperative: bool) -> None:
+        (gx, gy, gz), (bx, by, bz), _threads, _blocks = geometry
+        if shared_mem > self.limits.max_dynamic_shared_bytes or shared_mem < 0:
+            raise KernelLaunchError(
+                f"kernel {kernel.name}: {shared_mem} bytes of dynamic shared memory requested; the limit is "
+                f"{self.limits.max_dynamic_shared_bytes}"
+            )
+        stream = self.current_stream()
+        if cooperative:
+            if not self.cooperative_launch:
+                raise KernelLaunchError(f"kernel {kernel.name}: {self.device_name} does not support cooperative launches")
+            kernel.check_co_resident(geometry, shared_mem)
+            fn = self.driver.cuLaunchCooperativeKernel
+            args = (kernel.handle, gx, gy, gz, bx, by, bz, shared_mem, stream, argv_address)
+        else:
+            fn = self.driver.cuLaunchKernel
+            args = (kernel.handle, gx, gy, gz, bx, by, bz, shared_mem, stream, argv_address, None)
+        code = fn(*args)
+        if code == CUDA_ERROR_INVALID_CONTEXT:  # first launch on a thread torch has not used
+            self._driver_call("making the primary context current", "cuCtxSetCurrent", self._context)
+            code = fn(*args)
+        if code != CUDA_SUCCESS:
+            self._launch_failed(kernel, code, geometry, shared_mem, cooperative)
+
+    def _launch_failed(self, kernel: PyCudaKernel, code: int, geometry, shared_mem: int, cooperative: bool) -> None:
+        grid, block, _threads, blocks = geometry
+        what = "cooperative launch" if cooperative else "launch"
+        message = (f"kernel {kernel.name}: {what} with grid {grid}, block {block}, {shared_mem} bytes of dynamic "
+                   f"shared memory failed: {self.driver.error_name(code)}")
+        if code == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE:
+            message += f" ({blocks} blocks cannot be resident at once)"
+        elif code == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
+            message += " (too many registers or too much shared memory for this block size)"
+        elif code >= 700:
+            message += " -- an error from an earlier kernel; the CUDA context is unusable after it"
+        raise KernelLaunchError(message)
+
+    def synchronize(self) -> None:
+        try:
+            torch.cuda.synchronize(self.device)
+        except RuntimeError as exc:  # a device-side assert or fault in a kernel (or a torch op) surfaces here
+            raise KernelLaunchError(f"device work failed: {exc}") from exc
+
+    # ---------------------------------------------------------------- builds
+    @property
+    def toolchain(self) -> NvccToolchain:
+        if self._toolchain is None:
+            self._toolchain = NvccToolchain.find()
+        return self._toolchain
+
+    def build(self, sources, include_dirs=(), defines=None) -> PyCudaModule:
+        plan = plan_build(self.toolchain, self.arch, sources, include_dirs, defines)
+        if plan.key in self._modules:
+            return self._modules[plan.key]
+        from_cache = plan.compile()
+        module = PyCudaModule(self, plan.target, plan.symbols, plan.sources, from_cache)
+        self._modules[plan.key] = module
+        return module

@@ -1,0 +1,103 @@
+"""``EnvironmentReset``: restore done environments on the device.
+
+One launch resets every registered array of every done env (WarpDrive launched
+once per array, with a block as wide as the array, which failed past 1024
+features). The kernel reads a table of ``{destination, source, words per env,
+pool size}`` rows built from the DataManager and cached until its registry
+changes. Arrays with a ``*_at_reset`` twin copy the twin's slice; arrays with a
+reset pool copy one pool row drawn per env (one Philox draw per env and call,
+shared by all its agents and by all pools of the same size, so paired pools
+stay consistent). A second tiny launch clears ``_done_`` and ``_timestep_``.
+No host round trip is needed: the kernels read ``_done_`` where it lies.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from warp_drive.data_manager import DONE, TIMESTEP
+from warp_drive.function_manager import FunctionManager
+from warp_drive.sampler import random_seed
+
+_MODES = ("if_done", "force_reset")
+
+
+def words_per_env(data_manager, name: str) -> int:
+    shape = data_manager.get_shape(name)
+    return int(torch.Size(shape[1:]).numel())
+
+
+def pointer_table(rows: list[list[int]], device: torch.device) -> torch.Tensor:
+    """Rows of addresses and sizes as the ``unsigned long long`` table the core kernels read."""
+    table = torch.tensor(rows, dtype=torch.int64).reshape(len(rows), -1).view(torch.uint64)
+    return table.to(device).contiguous()
+
+
+class EnvironmentReset:
+    def __init__(self, function_manager: FunctionManager, seed: int | None = None):
+        self.function_manager = function_manager
+        self.seed = random_seed() if seed is None else int(seed)
+        self.counter = 0
+        self._table: torch.Tensor | None = None
+        self._table_key = None
+        self._block = 32
+
+    def init_reset_pool(self, data_manager=None, seed: int | None = None) -> None:
+        """Seed the per-env pool draws (kept for WarpDrive compatibility)."""
+        self.seed = random_seed() if seed is None else int(seed)
+        self.counter = 0
+
+    def _rows(self, data_manager) -> list[list[int]]:
+        pools = data_manager.reset_target_to_pool
+        rows = []
+        for name in data_manager.reset_data_list:
+            if name in pools:
+                continue  # the pool decides this array's start state
+            array = data_manager.data_on_device_via_torch(name)
+            twin = data_manager.data_on_device_via_torch(name + "_at_reset")
+            rows.append([array.data_ptr(), twin.data_ptr(), words_per_env(data_manager, name), 0])
+        for target, pool_name in pools.items():
+            array = data_manager.data_on_device_via_torch(target)
+            pool = data_manager.data_on_device_via_torch(pool_name)
+            rows.append([array.data_ptr(), pool.data_ptr(), words_per_env(data_manager, target), pool.shape[0]])
+        return rows
+
+    def _current_table(self, data_manager) -> tuple[torch.Tensor | None, int]:
+        key = (id(data_manager), data_manager.version)
+        if key != self._table_key:
+            rows = self._rows(data_manager)
+            self._table = pointer_table(rows, data_manager.device) if rows else None
+            widest = max((r[2] for r in rows), default=1)
+            # Enough threads to cover a row in few passes, no more (idle CPU
+            # "threads" still cost a call each on the cpu executor).
+            self._block = min(256, max(32, (widest + 31) // 32 * 32))
+            self._table_key = key
+        return self._table, 0 if self._table is None else self._table.shape[0]
+
+    def reset_when_done(self, data_manager, mode: str = "if_done", undo_done_after_reset: bool = True) -> None:
+        """Reset the envs whose ``_done_`` is set (``mode="if_done"``) or all of them (``"force_reset"``)."""
+        if mode not in _MODES:
+            raise ValueError(f"reset mode {mode!r}; choose one of {_MODES}")
+        force = int(mode == "force_reset")
+        done = data_manager.data_on_device_via_torch(DONE)
+        table, n_arrays = self._current_table(data_manager)
+        if n_arrays:
+            self.function_manager.launch(
+                "wd_reset_arrays",
+                [table, n_arrays, done, force, self.seed, self.counter],
+                grid=(data_manager.num_envs, 1, 1),
+                block=(self._block, 1, 1),
+            )
+            self.counter += 1
+        if undo_done_after_reset:
+            self.function_manager.launch_flat(
+                "wd_clear_done_flags",
+                [done, data_manager.data_on_device_via_torch(TIMESTEP), data_manager.num_envs, force],
+                data_manager.num_envs,
+            )
+
+    def state_dict(self) -> dict:
+        return {"seed": self.seed, "counter": self.counter}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seed, self.counter = int(state["seed"]), int(state["counter"])
