@@ -59,13 +59,15 @@ def run(num_envs: int, num_agents: int, steps: int, backend: str = "auto", seed:
     logger.reset_log(dm, env_id=0)
     episode_return = torch.zeros(num_envs, device=dm.device)
     finished_returns, terminated, truncated = [], 0, 0
+    logging_env0 = True
     started = time.perf_counter()
     for _ in range(steps):
         sampler.sample(dm, probs, "sampled_actions")
         step()
         episode_return += rewards.sum(dim=1)
-        if logger.last_step < episode_length and int(dm.data_on_device_via_torch("_timestep_")[0]) > logger.last_step:
+        if logging_env0:  # follow env 0 through its first episode only
             logger.update_log(dm, int(dm.data_on_device_via_torch("_timestep_")[0]))
+            logging_env0 = int(done[0]) == 0
         ended = done > 0
         terminated += int((done == 1).sum())
         truncated += int((done == 2).sum())

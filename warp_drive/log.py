@@ -26,8 +26,10 @@ class LogController:
         self._block = 32
 
     def _current_table(self, data_manager):
-        key = (id(data_manager), data_manager.version)
-        if key != self._table_key:
+        # The manager itself (not its id, which a new manager could reuse) and
+        # its version: the table holds raw pointers into its tensors.
+        key = (data_manager, data_manager.version)
+        if self._table_key is None or key[0] is not self._table_key[0] or key[1] != self._table_key[1]:
             rows = [
                 [data_manager.data_on_device_via_torch(name + FOR_LOG_SUFFIX).data_ptr(),
                  data_manager.data_on_device_via_torch(name).data_ptr(),

@@ -63,8 +63,10 @@ class EnvironmentReset:
         return rows
 
     def _current_table(self, data_manager) -> tuple[torch.Tensor | None, int]:
-        key = (id(data_manager), data_manager.version)
-        if key != self._table_key:
+        # The manager itself (not its id, which a new manager could reuse) and
+        # its version: the table holds raw pointers into its tensors.
+        key = (data_manager, data_manager.version)
+        if self._table_key is None or key[0] is not self._table_key[0] or key[1] != self._table_key[1]:
             rows = self._rows(data_manager)
             self._table = pointer_table(rows, data_manager.device) if rows else None
             widest = max((r[2] for r in rows), default=1)
