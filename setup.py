@@ -49,6 +49,8 @@ CUDA_SOURCE_PATTERNS = ["*.h", "*.cuh", "*.hpp", "*.cu", "*.cpp", "*.S"]
 PACKAGE_DATA = {
     "warp_drive": [f"cuda/**/{pat}" for pat in CUDA_SOURCE_PATTERNS]
     + ["training/configs/*.yaml"],
+    # Each example environment's .cu sits next to its Python class.
+    "example_envs": ["**/*.cu", "**/*.h"],
 }
 
 long_description = (HERE / "README.md").read_text(encoding="utf-8") if (HERE / "README.md").exists() else ""
@@ -63,7 +65,7 @@ setup(
     long_description=long_description,
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["warp_drive", "warp_drive.*"]),
+    packages=find_packages(include=["warp_drive", "warp_drive.*", "example_envs", "example_envs.*"]),
     package_data=PACKAGE_DATA,
     include_package_data=True,
     install_requires=read_requirements(),

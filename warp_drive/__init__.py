@@ -9,3 +9,27 @@ require torch or PyCUDA.
 """
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "DataFeed": "warp_drive.data_feed",
+    "DataManager": "warp_drive.data_manager",
+    "FunctionManager": "warp_drive.function_manager",
+    "FunctionFeed": "warp_drive.function_manager",
+    "Sampler": "warp_drive.sampler",
+    "EnvironmentReset": "warp_drive.reset",
+    "LogController": "warp_drive.log",
+    "Environment": "warp_drive.environment",
+    "EnvWrapper": "warp_drive.env_wrapper",
+    "register_env": "warp_drive.registry",
+    "registered_envs": "warp_drive.registry",
+    "get_backend": "warp_drive.backends",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'warp_drive' has no attribute {name!r}")

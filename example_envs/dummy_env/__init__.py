@@ -1,0 +1,1 @@
+"""DummyEnv: the smallest complete warp_drive environment."""

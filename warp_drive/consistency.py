@@ -1,0 +1,188 @@
+"""Consistency checker: an environment's kernel against its NumPy reference.
+
+Every step, the reference starts from the kernel's current state (so the check
+is of the step function itself and float rounding cannot accumulate into a
+false alarm), both sides get the same freshly drawn random actions (valid for
+each agent's action space, new every step), and every array — state,
+observations, rewards, ``_done_``, ``_timestep_`` — is compared. The first
+mismatch raises :class:`ConsistencyError` naming the configuration, step,
+array, env, agent and both values. Resets, which are the framework's, are
+checked too: after ``reset_only_done_envs`` the envs that were not done are
+untouched, and the done ones hold their reset twin or one pool row (the same
+row across paired pools), with ``_done_`` and ``_timestep_`` cleared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from warp_drive.data_manager import AT_RESET_SUFFIX, DONE, FOR_LOG_SUFFIX, TIMESTEP
+from warp_drive.env_wrapper import POOL_SUFFIX, EnvWrapper
+
+DEFAULT_ATOL = 1e-5
+DEFAULT_RTOL = 1e-5
+
+
+class ConsistencyError(AssertionError):
+    """The kernel and the reference disagree (the message says where)."""
+
+
+@dataclass
+class CheckReport:
+    env: str
+    config: dict
+    steps: int = 0
+    arrays: list[str] = field(default_factory=list)
+    terminated: int = 0
+    truncated: int = 0
+
+
+def random_actions(wrapper: EnvWrapper, rng: np.random.Generator) -> np.ndarray:
+    """One valid action per (env, agent), drawn from each agent's own action space."""
+    shape = tuple(wrapper.actions.shape)
+    dtype = wrapper.actions.dtype
+    out = np.zeros(shape, np.int32 if dtype == torch.int32 else np.float32)
+    flat = out.reshape(shape[0], shape[1], -1)
+    for agent in range(wrapper.num_agents):
+        space = wrapper.env.action_space(agent)
+        if isinstance(space, spaces.Discrete):
+            draw = rng.integers(space.start, space.start + space.n, size=(shape[0], 1))
+        elif isinstance(space, spaces.MultiDiscrete):
+            draw = rng.integers(0, space.nvec, size=(shape[0], len(space.nvec)))
+        elif isinstance(space, spaces.Box):
+            draw = rng.uniform(space.low, space.high, size=(shape[0], *space.shape)).reshape(shape[0], -1)
+        else:
+            raise TypeError(f"random actions for {type(space).__name__} spaces are not supported")
+        if draw.shape[1] != flat.shape[2]:
+            raise ValueError(
+                f"{wrapper.name}: agent {agent}'s action space {space} does not fit sampled_actions of shape {shape}"
+            )
+        flat[:, agent, :] = draw
+    return out
+
+
+def _compared_arrays(wrapper: EnvWrapper) -> list[str]:
+    skip = (AT_RESET_SUFFIX, FOR_LOG_SUFFIX, POOL_SUFFIX)
+    return [name for name in wrapper.data_manager.array_names if not name.endswith(skip)]
+
+
+def _host_arrays(wrapper: EnvWrapper) -> dict[str, Any]:
+    dm = wrapper.data_manager
+    arrays: dict[str, Any] = {name: dm.pull_data_from_device(name) for name in _compared_arrays(wrapper)}
+    arrays.update({name: dm.meta_info(name) for name in dm.scalar_data_list})
+    return arrays
+
+
+def _locate(index: tuple, shape: tuple, wrapper: EnvWrapper) -> str:
+    parts = []
+    if len(shape) >= 1 and shape[0] == wrapper.num_envs:
+        parts.append(f"env {index[0]}")
+        if len(shape) >= 2 and shape[1] == wrapper.num_agents:
+            parts.append(f"agent {index[1]}")
+            rest = index[2:]
+        else:
+            rest = index[1:]
+    else:
+        rest = index
+    if rest:
+        parts.append(f"index {tuple(int(i) for i in rest)}")
+    return ", ".join(parts) or "scalar"
+
+
+def compare(name: str, kernel: np.ndarray, reference: np.ndarray, atol: float, rtol: float, where: str,
+            wrapper: EnvWrapper) -> None:
+    reference = np.asarray(reference)
+    if reference.shape != kernel.shape:
+        raise ConsistencyError(f"{where}: array {name!r}: the reference has shape {reference.shape}, "
+                               f"the kernel {kernel.shape}")
+    if np.issubdtype(kernel.dtype, np.floating):
+        ok = np.isclose(kernel, reference, atol=atol, rtol=rtol, equal_nan=True)
+    else:
+        ok = kernel == reference
+    if not ok.all():
+        index = tuple(np.argwhere(~ok)[0])
+        raise ConsistencyError(
+            f"{where}: array {name!r}, {_locate(index, kernel.shape, wrapper)}: kernel {kernel[index]!r} "
+            f"vs reference {reference[index]!r} ({int((~ok).sum())} of {ok.size} values differ)"
+        )
+
+
+def _check_reset(wrapper: EnvWrapper, before: dict, after: dict, done: np.ndarray, where: str) -> None:
+    dm = wrapper.data_manager
+    pools = dm.reset_target_to_pool
+    for name in _compared_arrays(wrapper):
+        if before[name].shape[:1] != (wrapper.num_envs,):
+            continue
+        if not np.array_equal(before[name][~done], after[name][~done]):
+            raise ConsistencyError(f"{where}: reset changed {name!r} in envs that were not done")
+    for name in (DONE, TIMESTEP):
+        if (after[name][done] != 0).any():
+            raise ConsistencyError(f"{where}: {name} not cleared for the reset envs")
+    for name in dm.reset_data_list:
+        if name in pools:
+            continue
+        twin = dm.pull_data_from_device(name + AT_RESET_SUFFIX)
+        if not np.array_equal(after[name][done], twin[done]):
+            raise ConsistencyError(f"{where}: reset envs of {name!r} do not hold their start state")
+    by_size: dict[int, list[str]] = {}
+    for target, pool_name in pools.items():
+        by_size.setdefault(dm.get_shape(pool_name)[0], []).append(target)
+    for size, targets in by_size.items():
+        for env in np.flatnonzero(done):
+            rows = None
+            for target in targets:
+                pool = dm.pull_data_from_device(pools[target]).reshape(size, -1)
+                match = set(np.flatnonzero((pool == after[target][env].reshape(1, -1)).all(axis=1)))
+                rows = match if rows is None else rows & match
+            if not rows:
+                raise ConsistencyError(
+                    f"{where}: env {env} after reset does not hold one common row of the pools of {targets}"
+                )
+
+
+def check(
+    env_class,
+    configs: dict | Sequence[dict] = ({},),
+    num_envs: int = 3,
+    num_episodes: int = 2,
+    backend: str = "cpu",
+    seed: int = 0,
+    atol: float | None = None,
+    rtol: float | None = None,
+    reset_pool_size: int = 100,
+) -> list[CheckReport]:
+    """Step kernel and reference side by side for ``num_episodes`` episode lengths per config."""
+    configs = [configs] if isinstance(configs, dict) else list(configs)
+    reports = []
+    for config in configs:
+        wrapper = EnvWrapper(env_class, num_envs, backend=backend, seed=seed, env_config=config,
+                             reset_pool_size=reset_pool_size)
+        env = wrapper.env
+        atol_ = getattr(env, "consistency_atol", DEFAULT_ATOL) if atol is None else atol
+        rtol_ = getattr(env, "consistency_rtol", DEFAULT_RTOL) if rtol is None else rtol
+        rng = np.random.default_rng(seed)
+        report = CheckReport(env.name, dict(config), arrays=_compared_arrays(wrapper))
+        for step in range(num_episodes * wrapper.episode_length):
+            where = f"{env.name} {config}, step {step}"
+            actions = random_actions(wrapper, rng)
+            wrapper.actions.copy_(torch.from_numpy(actions))
+            reference = _host_arrays(wrapper)
+            env.reference_step(reference)
+            wrapper.step_all_envs()
+            kernel = _host_arrays(wrapper)
+            for name in report.arrays:
+                compare(name, kernel[name], reference[name], atol_, rtol_, where, wrapper)
+            done = kernel[DONE] != 0
+            report.terminated += int((kernel[DONE] == 1).sum())
+            report.truncated += int((kernel[DONE] == 2).sum())
+            if done.any():
+                wrapper.reset_only_done_envs()
+                _check_reset(wrapper, kernel, _host_arrays(wrapper), done, where + " (reset)")
+            report.steps += 1
+        reports.append(report)
+    return reports

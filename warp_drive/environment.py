@@ -1,0 +1,98 @@
+"""The environment contract: a Python class plus one CUDA C step kernel.
+
+An environment declares
+
+* its arrays, with the env dimension first (``get_data_dictionary``), including
+  the reserved ``observations``, ``sampled_actions`` and ``rewards``; arrays
+  that must return to a start state carry ``save_copy_and_apply_at_reset=True``;
+* optionally pools of random start states (``get_reset_pools``): on every reset
+  each done env draws one pool row on the device, so episodes start differently
+  and a fixed seed reproduces them;
+* its per-agent Gymnasium spaces and its agent groups (who can share a policy);
+* the step kernel: ``cuda_source`` (a ``.cu`` next to the class), the kernel's
+  name and the names of its arguments in order (arrays, scalars pushed as meta
+  info, and the reserved ``_done_``, ``_timestep_``, ``n_agents``,
+  ``episode_length``);
+* a NumPy reference of the step working on the very same named arrays, which the
+  consistency checker runs beside the kernel.
+
+The kernel never resets an environment: resets are the framework's (twins and
+pools, ``warp_drive/reset.py``). ``_done_`` is 1 when an episode terminated and
+2 when it was truncated by the time limit, so returns bootstrap correctly.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from warp_drive.data_feed import DataFeed
+
+TERMINATED = 1
+TRUNCATED = 2
+
+THREADS_PER_AGENT = "agents"  # grid (num_envs, blocks_per_env), one thread per agent
+THREADS_PER_ENV = "envs"  # flat grid, one thread per environment replica (single-agent envs)
+
+
+class Environment:
+    """Base class of warp_drive environments (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    cuda_source: ClassVar[str | Path] = ""
+    step_kernel: ClassVar[str] = ""
+    step_args: ClassVar[Sequence[str]] = ()
+    thread_layout: ClassVar[str] = THREADS_PER_AGENT
+
+    num_agents: int
+    episode_length: int
+
+    # ---------------------------------------------------------------- source
+    @classmethod
+    def cuda_source_path(cls) -> Path:
+        """``cuda_source`` resolved against the directory of the file of the class
+        that declares it (a subclass elsewhere inherits its parent's kernel)."""
+        path = Path(cls.cuda_source)
+        if not str(cls.cuda_source):
+            raise ValueError(f"environment {cls.__name__} does not set cuda_source")
+        if not path.is_absolute():
+            owner = next(c for c in cls.__mro__ if "cuda_source" in vars(c))
+            path = Path(inspect.getfile(owner)).resolve().parent / path
+        if not path.is_file():
+            raise FileNotFoundError(f"environment {cls.__name__}: cuda_source {path} does not exist")
+        return path
+
+    # ---------------------------------------------------------------- spaces
+    def observation_space(self, agent_id: int):
+        raise NotImplementedError(f"{type(self).__name__} must define observation_space(agent_id)")
+
+    def action_space(self, agent_id: int):
+        raise NotImplementedError(f"{type(self).__name__} must define action_space(agent_id)")
+
+    def agent_groups(self) -> dict[str, list[int]]:
+        """Groups of agents with identical spaces (candidates for one policy)."""
+        return {"shared": list(range(self.num_agents))}
+
+    # ---------------------------------------------------------------- data
+    def get_data_dictionary(self, num_envs: int) -> DataFeed:
+        raise NotImplementedError(f"{type(self).__name__} must define get_data_dictionary(num_envs)")
+
+    def get_reset_pools(self, pool_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Random start states ``{array name: (pool_size, *per-env shape)}``; empty for fixed starts.
+
+        Pools of the same size are drawn with the same row per env, so a
+        state array and its observations stay consistent.
+        """
+        return {}
+
+    # ---------------------------------------------------------------- reference
+    def reference_step(self, arrays: dict[str, np.ndarray]) -> None:
+        """Advance every env by one step in NumPy, updating ``arrays`` in place.
+
+        ``arrays`` holds host copies of all the env's device arrays (env
+        dimension first) and its scalars, under the same names the kernel uses.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define reference_step(arrays)")
