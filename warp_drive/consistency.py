@@ -71,7 +71,8 @@ def _compared_arrays(wrapper: EnvWrapper) -> list[str]:
     return [name for name in wrapper.data_manager.array_names if not name.endswith(skip)]
 
 
-def _host_arrays(wrapper: EnvWrapper) -> dict[str, Any]:
+def host_arrays(wrapper: EnvWrapper) -> dict[str, Any]:
+    """Host copies of the env's arrays and scalars, named as the kernel and the reference name them."""
     dm = wrapper.data_manager
     arrays: dict[str, Any] = {name: dm.pull_data_from_device(name) for name in _compared_arrays(wrapper)}
     arrays.update({name: dm.meta_info(name) for name in dm.scalar_data_list})
@@ -171,10 +172,10 @@ def check(
             where = f"{env.name} {config}, step {step}"
             actions = random_actions(wrapper, rng)
             wrapper.actions.copy_(torch.from_numpy(actions))
-            reference = _host_arrays(wrapper)
+            reference = host_arrays(wrapper)
             env.reference_step(reference)
             wrapper.step_all_envs()
-            kernel = _host_arrays(wrapper)
+            kernel = host_arrays(wrapper)
             for name in report.arrays:
                 compare(name, kernel[name], reference[name], atol_, rtol_, where, wrapper)
             done = kernel[DONE] != 0
@@ -182,7 +183,7 @@ def check(
             report.truncated += int((kernel[DONE] == 2).sum())
             if done.any():
                 wrapper.reset_only_done_envs()
-                _check_reset(wrapper, kernel, _host_arrays(wrapper), done, where + " (reset)")
+                _check_reset(wrapper, kernel, host_arrays(wrapper), done, where + " (reset)")
             report.steps += 1
         reports.append(report)
     return reports

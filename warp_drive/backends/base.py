@@ -16,6 +16,7 @@ runs underneath.
 from __future__ import annotations
 
 import abc
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -41,17 +42,35 @@ class KernelLaunchError(RuntimeError):
 Dim3 = tuple[int, int, int]
 
 
+# CUDA's limits on grid dimensions (x, y, z); block sizes are per backend.
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
 def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
-    """Normalise an int or a 1-3 sequence of ints to a CUDA ``dim3``."""
-    if isinstance(value, int):
-        dims = [value]
-    else:
-        dims = [int(v) for v in value]
+    """Normalise an int or a 1-3 sequence of ints (numpy ints too) to a CUDA ``dim3``."""
+    try:
+        dims = [operator.index(value)] if not isinstance(value, (tuple, list)) else [operator.index(v) for v in value]
+    except TypeError:
+        raise KernelLaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}") from None
     if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
-        raise KernelLaunchError(
-            f"{what} must be a positive int or 1-3 positive ints, got {value!r}"
-        )
+        raise KernelLaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
     return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def check_geometry(grid: Dim3, block: Dim3, shared_mem: int, limits: "DeviceLimits", kernel: str) -> None:
+    """Refuse launches the device cannot run, instead of truncating them."""
+    if any(g > limit for g, limit in zip(grid, GRID_LIMITS)):
+        raise KernelLaunchError(f"kernel {kernel}: grid {grid} exceeds CUDA's limits {GRID_LIMITS}")
+    threads = block[0] * block[1] * block[2]
+    if threads > limits.max_threads_per_block:
+        raise KernelLaunchError(
+            f"kernel {kernel}: block {block} has {threads} threads; the limit is {limits.max_threads_per_block}"
+        )
+    if not 0 <= shared_mem <= limits.max_dynamic_shared_bytes:
+        raise KernelLaunchError(
+            f"kernel {kernel}: {shared_mem} bytes of dynamic shared memory requested; the limit is "
+            f"{limits.max_dynamic_shared_bytes}"
+        )
 
 
 class Kernel(abc.ABC):

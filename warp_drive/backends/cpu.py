@@ -40,6 +40,7 @@ from warp_drive.backends.base import (
     KernelLaunchError,
     Module,
     as_dim3,
+    check_geometry,
 )
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
@@ -58,6 +59,8 @@ MODES = {
 }
 COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-Wall",
                 "-Wno-unused-function", "-Wno-unused-variable", "-Wl,-Bsymbolic"]
+
+_RUNTIME: tuple[str, ctypes.CDLL] | None = None  # (flavour, library): one per process
 
 _CTYPES = {
     np.dtype(np.float32): ctypes.c_float,
@@ -113,17 +116,14 @@ class CpuBoundLaunch(BoundLaunch):
         self._slots[index].value = convert_scalar(self.kernel.signature, index, param, value).item()
 
     def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
-        key = (grid, block)
+        key = (grid if isinstance(grid, int) else tuple(grid), block if isinstance(block, int) else tuple(block),
+               shared_mem)
         geometry = self._geometry.get(key)
         if geometry is None:
             g, b = as_dim3(grid, "grid"), as_dim3(block, "block")
+            check_geometry(g, b, shared_mem, self.kernel.module.backend.limits, self.kernel.name)
             geometry = ((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*b))
             self._geometry[key] = geometry
-        if shared_mem > DYNAMIC_SHARED_BYTES:
-            raise KernelLaunchError(
-                f"kernel {self.kernel.name}: {shared_mem} bytes of dynamic shared memory requested; "
-                f"the limit is {DYNAMIC_SHARED_BYTES}"
-            )
         self.kernel.module.backend._launch(self.kernel, self._argv_address, geometry)
 
 
@@ -249,17 +249,34 @@ class CpuBackend(Backend):
 
     # ---------------------------------------------------------------- runtime
     def _load_runtime(self) -> ctypes.CDLL:
-        source = RUNTIME_SOURCE.read_text()
-        key = build_cache.cache_key(source, self._identity)
+        """The process's one runtime library (and so its one worker pool).
+
+        Kernel libraries resolve ``wd_cpu_barrier`` & co. against the first
+        runtime loaded RTLD_GLOBAL, so a second copy would run blocks its
+        kernels cannot call back into. Every backend shares the first; only
+        AddressSanitizer needs a differently built runtime, and it cannot be
+        mixed with the plain one in a process.
+        """
+        global _RUNTIME
+        flavour = "asan" if self.mode == "asan" else "plain"
+        if _RUNTIME is not None:
+            if _RUNTIME[0] != flavour:
+                raise RuntimeError(
+                    f"the cpu runtime is already loaded in {_RUNTIME[0]} form; WARP_DRIVE_CPU_MODE=asan and the other "
+                    "modes cannot be mixed in one process (set the mode before the first use of the cpu backend)"
+                )
+            return _RUNTIME[1]
+        flags = COMMON_FLAGS + MODES["asan" if flavour == "asan" else "release"]
+        key = build_cache.cache_key(RUNTIME_SOURCE.read_text(), _compiler_identity(self.cxx), " ".join(flags))
         target = build_cache.cache_root() / "cpu" / f"wd_runtime_{key}.so"
         build_cache.build_atomically(
             target,
             lambda tmp: build_cache.run_compiler(
-                [self.cxx, *self._flags, str(RUNTIME_SOURCE), "-o", str(tmp)], "building the cpu runtime"
+                [self.cxx, *flags, str(RUNTIME_SOURCE), "-o", str(tmp)], "building the cpu runtime"
             ),
         )
-        # RTLD_GLOBAL: kernel libraries resolve wd_cpu_barrier & co. against it.
-        return ctypes.CDLL(str(target), mode=ctypes.RTLD_GLOBAL)
+        _RUNTIME = (flavour, ctypes.CDLL(str(target), mode=ctypes.RTLD_GLOBAL))
+        return _RUNTIME[1]
 
     @property
     def num_workers(self) -> int:

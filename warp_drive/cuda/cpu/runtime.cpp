@@ -29,12 +29,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define WD_ASAN 1
 #endif
@@ -144,7 +146,9 @@ struct Fiber {
 struct Job;
 
 struct Worker {
-  std::vector<Fiber> fibers;
+  // A deque: growing it never moves existing fibers, and a fiber waiting at a
+  // barrier holds a reference to its own slot while the block adds fibers.
+  std::deque<Fiber> fibers;
   void* scheduler_sp = nullptr;
 #if !defined(__x86_64__)
   ucontext_t scheduler_context;
@@ -160,6 +164,10 @@ struct Worker {
   bool plain_mode = false;
   bool failed = false;
   jmp_buf plain_abort;
+
+  ~Worker() {
+    for (Fiber& f : fibers) munmap(f.stack_low - page_size(), f.size + page_size());
+  }
 
   void ensure_fibers(size_t n) {
     if (fibers.size() >= n) return;
@@ -285,6 +293,11 @@ void fiber_main_ucontext(unsigned int hi, unsigned int lo) {
 
 void start_fiber(Worker* w, unsigned int t) {
   Fiber& f = w->fibers[t];
+#if defined(WD_ASAN)
+  // A reused stack still carries the redzones of the frames its last thread
+  // left behind (finished or abandoned fibers never unwind).
+  ASAN_UNPOISON_MEMORY_REGION(f.stack_low, f.size);
+#endif
 #if defined(__x86_64__)
   // Frame popped by wd_fiber_switch: r15 r14 r13 r12 rbx rbp, then `ret` into
   // the trampoline, which calls r13(r12) with a 16-byte aligned stack.
@@ -414,7 +427,10 @@ Worker& this_thread_worker() {
 class Pool {
  public:
   explicit Pool(int workers) : n_threads_(workers < 1 ? 1 : workers) {
-    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker_main(); });
+    // Workers start from the sequence as it is now, read before they run: a
+    // pool destroyed before a worker got scheduled still wakes it.
+    const uint32_t start = sequence_.load();
+    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, start] { worker_main(start); });
   }
   ~Pool() {
     stopping_.store(true);
@@ -485,9 +501,8 @@ class Pool {
     }
   }
 
-  void worker_main() {
+  void worker_main(uint32_t seen) {
     Worker& me = this_thread_worker();
-    uint32_t seen = sequence_.load(std::memory_order_acquire);
     for (;;) {
       // Spin briefly (launches come back to back in a step loop), then sleep.
       uint32_t seq = sequence_.load(std::memory_order_acquire);

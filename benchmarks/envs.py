@@ -1,0 +1,116 @@
+"""Environment throughput: kernel vs the NumPy reference (issue: environments).
+
+    python -m benchmarks.envs [--quick] [--backends cpu,pycuda]
+
+For each workload, env steps per second (one step of one replica with all its
+agents; agent steps/s beside it) of:
+* the kernel through ``EnvWrapper`` (step + on-device reset of done envs), per executor;
+* the env's NumPy reference stepped one replica at a time, as a user of a CPU
+  simulator would; and vectorised over all replicas where the reference is.
+Writes ``benchmarks/results/envs.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from benchmarks.common import machine_description, print_table, time_per_call, write_csv
+from warp_drive.backends import get_backend, gpu_available
+from warp_drive.consistency import host_arrays, random_actions
+from warp_drive.env_wrapper import EnvWrapper
+
+# (label, env name, config, num_envs, targets on the 2-core machine: (env steps/s, x reference))
+WORKLOADS = [
+    ("TagContinuous partial obs K=10, 2000 envs x 5 agents", "TagContinuous",
+     {"num_taggers": 1, "num_runners": 4, "use_full_observation": False, "num_other_agents_observed": 4},
+     2000, (500_000, 200)),
+    ("TagContinuous partial obs K=10, 100 envs x 1000 agents", "TagContinuous",
+     {"num_taggers": 50, "num_runners": 950, "use_full_observation": False, "num_other_agents_observed": 10},
+     100, (50, 100)),
+    ("TagGridWorld partial obs, 2000 envs x 5 agents", "TagGridWorld",
+     {"num_taggers": 4, "use_full_observation": False}, 2000, None),
+    ("CartPole, 100,000 envs", "CartPole", {}, 100_000, (20_000_000, None)),
+]
+QUICK_ENVS = {2000: 500, 100: 20, 100_000: 20_000}
+
+
+def kernel_rate(wrapper: EnvWrapper, seconds: float) -> float:
+    wrapper.actions.copy_(torch.from_numpy(random_actions(wrapper, np.random.default_rng(0))))
+
+    def step():
+        wrapper.step_all_envs()
+        wrapper.reset_only_done_envs()
+
+    return wrapper.num_envs / time_per_call(step, seconds, wrapper.backend.synchronize)
+
+
+def reference_rates(wrapper: EnvWrapper, seconds: float, replicas: int = 8) -> tuple[float, float | None]:
+    """(one replica at a time, vectorised over replicas) env steps/s of the NumPy reference."""
+    arrays = host_arrays(wrapper)
+    env = wrapper.env
+    singles = [{k: (v[e:e + 1] if isinstance(v, np.ndarray) and v.shape[:1] == (wrapper.num_envs,) else v)
+                for k, v in arrays.items()} for e in range(min(replicas, wrapper.num_envs))]
+
+    def one_at_a_time():
+        for single in singles:
+            env.reference_step(single)
+            single["_timestep_"][...] = 0
+            single["_done_"][...] = 0
+
+    single_rate = len(singles) / time_per_call(one_at_a_time, seconds)
+    try:
+        def vectorised():
+            env.reference_step(arrays)
+            arrays["_timestep_"][...] = 0
+            arrays["_done_"][...] = 0
+
+        vector_rate = wrapper.num_envs / time_per_call(vectorised, seconds)
+    except Exception:  # a reference that only handles one replica
+        vector_rate = None
+    return single_rate, vector_rate
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--backends", default=None)
+    parser.add_argument("--only", default=None, help="run workloads whose label contains this text")
+    args = parser.parse_args(argv)
+    names = args.backends.split(",") if args.backends else ["cpu"] + (["pycuda"] if gpu_available() else [])
+    seconds = 0.3 if args.quick else 1.5
+    rows = []
+    for label, env_name, config, num_envs, targets in WORKLOADS:
+        if args.only and args.only not in label:
+            continue
+        if args.quick:
+            num_envs = QUICK_ENVS.get(num_envs, num_envs)
+        reference = None
+        for backend in names:
+            started = time.perf_counter()
+            wrapper = EnvWrapper(env_name, num_envs, backend=backend, seed=0, env_config=config)
+            rate = kernel_rate(wrapper, seconds)
+            if reference is None:
+                reference = reference_rates(wrapper, seconds)
+            single, vector = reference
+            rows.append({
+                "workload": label if not args.quick else f"{label} (quick: {num_envs} envs)",
+                "backend": get_backend(backend).name,
+                "env steps/s": rate,
+                "agent steps/s": rate * wrapper.num_agents,
+                "numpy 1-by-1 steps/s": single,
+                "numpy vectorised steps/s": vector if vector is not None else "n/a",
+                "x numpy 1-by-1": rate / single,
+                "target": "" if targets is None else f">= {targets[0]:,}" + (f", >= {targets[1]}x" if targets[1] else ""),
+                "wall s": time.perf_counter() - started,
+            })
+    print_table(f"Environment throughput on {machine_description()}", rows)
+    print(f"\nwrote {write_csv('envs', rows)}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
