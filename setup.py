@@ -31,6 +31,7 @@ def read_version():
 
 EXTRAS = {
     "cuda": ["pycuda"],
+    "pettingzoo": ["pettingzoo"],
     "dev": [
         "pytest",
         "pytest-timeout",

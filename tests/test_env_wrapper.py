@@ -237,3 +237,20 @@ def test_wrapper_refuses_an_env_without_required_arrays():
 
     with pytest.raises(ValueError, match="must define 'rewards'"):
         EnvWrapper(NoRewards, num_envs=2, backend="cpu")
+
+
+def test_reseed_equals_a_fresh_wrapper_with_that_seed():
+    w = EnvWrapper(DummyEnv, num_envs=3, backend="cpu", seed=1)
+    w.actions.fill_(2)
+    for _ in range(5):
+        w.step_all_envs()
+        w.reset_only_done_envs()
+    w.reseed(9)
+    fresh = EnvWrapper(DummyEnv, num_envs=3, backend="cpu", seed=9)
+    for name in ("values", "observations", "values_reset_pool", "_timestep_"):
+        np.testing.assert_array_equal(w.data_manager.pull_data_from_device(name),
+                                      fresh.data_manager.pull_data_from_device(name))
+    w.reset_all_envs()
+    fresh.reset_all_envs()
+    np.testing.assert_array_equal(w.data_manager.pull_data_from_device("values"),
+                                  fresh.data_manager.pull_data_from_device("values"))

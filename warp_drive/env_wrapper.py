@@ -22,7 +22,7 @@ import torch
 
 from warp_drive.backends import get_backend
 from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DONE, DataManager
+from warp_drive.data_manager import DONE, DataManager, convert_value
 from warp_drive.environment import TERMINATED, THREADS_PER_AGENT, THREADS_PER_ENV, TRUNCATED, Environment
 from warp_drive.function_manager import FunctionFeed, FunctionManager
 from warp_drive.registry import get_env_class
@@ -108,6 +108,32 @@ class EnvWrapper:
         for target, pool in pools.items():
             feed.add_pool_for_reset(target + POOL_SUFFIX, pool, target)
         self.data_manager.push_data_to_device(feed)
+
+    def reseed(self, seed: int) -> None:
+        """Restart the start-state randomness from ``seed`` and reset every replica.
+
+        Pools are redrawn in place (same shapes: the reset kernels' pointer
+        tables stay valid) and the reset counter restarts, so the state equals
+        that of a new ``EnvWrapper(..., seed=seed)``.
+        """
+        self.seed = int(seed)
+        dm = self.data_manager
+        targets = dm.reset_target_to_pool
+        if targets:
+            size = dm.get_shape(next(iter(targets.values())))[0]
+            pools = self.env.get_reset_pools(size, np.random.default_rng(self.seed))
+            if set(pools) != set(targets):
+                raise RuntimeError(f"{self.name}.get_reset_pools() returned pools for {sorted(pools)}; the wrapper "
+                                   f"was built with pools for {sorted(targets)}")
+            for target, pool in pools.items():
+                device_pool = dm.data_on_device_via_torch(targets[target])
+                host = np.ascontiguousarray(convert_value(targets[target], pool))
+                if tuple(host.shape) != tuple(device_pool.shape):
+                    raise RuntimeError(f"{self.name}: pool for {target!r} redrawn with shape {host.shape}; the device "
+                                       f"pool has {tuple(device_pool.shape)}")
+                device_pool.copy_(torch.from_numpy(host))
+        self.env_resetter.init_reset_pool(seed=self.seed)
+        self.reset_all_envs()
 
     def _bind_step(self):
         args = FunctionFeed(self.data_manager)(self.env.step_args)

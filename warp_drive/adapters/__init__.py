@@ -1,0 +1,139 @@
+"""Adapters: warp_drive environments behind the ecosystem's standard APIs.
+
+* :class:`PettingZooParallelEnv` — PettingZoo's ``ParallelEnv`` over one
+  replica of a (multi-agent) environment;
+* :class:`GymnasiumVectorEnv` — a ``gymnasium.vector.VectorEnv`` over many
+  replicas of a single-agent environment, stepped by one kernel launch, with
+  ``SAME_STEP`` autoreset (the device resets done replicas right after the step);
+* :class:`GymnasiumEnv` — a ``gymnasium.Env`` over one replica of a
+  single-agent environment (so ``gymnasium.utils.env_checker.check_env`` and
+  single-env tooling apply).
+
+The adapters are conveniences for interoperability and testing: every call
+crosses the host/device boundary (actions in, observations out), which is what
+these APIs ask for. Training at full speed keeps everything on the device with
+``EnvWrapper`` and the trainer (``GymnasiumVectorEnv(device_tensors=True)`` is
+the middle ground: torch tensors, no host copies).
+
+The classes are imported lazily so ``import warp_drive.adapters`` needs neither
+PettingZoo nor Gymnasium. The helpers below are shared by the adapter modules.
+
+Seeding: ``reset(seed=s)`` makes the replicas' start states a function of ``s``
+alone — the reset pools are redrawn with ``numpy.random.default_rng(s)`` and the
+reset kernel's Philox stream restarts from seed ``s`` — so the state after it is
+exactly that of a fresh ``EnvWrapper(env, num_envs, seed=s)``, whatever seed
+the adapter was built with. ``reset()`` without a seed draws the next start
+state of the current stream (still reproducible after a seeded reset).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+_EXPORTS = {
+    "PettingZooParallelEnv": "warp_drive.adapters.pettingzoo",
+    "GymnasiumVectorEnv": "warp_drive.adapters.gymnasium",
+    "GymnasiumEnv": "warp_drive.adapters.gymnasium",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'warp_drive.adapters' has no attribute {name!r}")
+
+
+# ---------------------------------------------------------------------- shared helpers
+def build_wrapper(env: Any, num_envs: int, backend: Any, seed: int | None, env_config: dict | None,
+                  reset_pool_size: int = 1000, single_agent: bool = False, adapter: str = "adapter"):
+    """An ``EnvWrapper`` over ``num_envs`` replicas of ``env``.
+
+    ``env`` is an environment instance, class or registered name, or an
+    existing ``EnvWrapper`` (which must have ``num_envs`` replicas). With
+    ``single_agent`` the environment must have exactly one agent; this is
+    checked on the instance, before any kernel is built.
+    """
+    from warp_drive.env_wrapper import EnvWrapper, make_env
+
+    if isinstance(env, EnvWrapper):
+        if env_config:
+            raise ValueError(f"{adapter}: env_config does not apply to an existing EnvWrapper")
+        if env.num_envs != int(num_envs):
+            raise ValueError(f"{adapter}: the EnvWrapper has {env.num_envs} replicas; expected {num_envs}")
+        wrapper = env
+        instance = env.env
+    else:
+        instance = make_env(env, env_config)
+    if single_agent and int(instance.num_agents) != 1:
+        raise ValueError(
+            f"{adapter} needs a single-agent environment (num_agents == 1); {instance.name or type(instance).__name__} "
+            f"has {instance.num_agents} agents. Use warp_drive.adapters.PettingZooParallelEnv for multi-agent "
+            "environments."
+        )
+    if not isinstance(env, EnvWrapper):
+        wrapper = EnvWrapper(instance, int(num_envs), backend=backend, seed=seed, reset_pool_size=reset_pool_size)
+    _check_observations_reset(wrapper, adapter)
+    return wrapper
+
+
+def _check_observations_reset(wrapper, adapter: str) -> None:
+    """After a reset the adapters return ``observations`` as they lie on the device,
+    which is right only if the reset restores them (a twin or a pool): the kernel
+    never writes observations at a reset."""
+    dm = wrapper.data_manager
+    if "observations" not in dm.reset_data_list and "observations" not in dm.reset_target_to_pool:
+        warnings.warn(
+            f"{adapter}: {wrapper.name}'s 'observations' are neither saved for reset "
+            "(save_copy_and_apply_at_reset=True) nor drawn from a reset pool, so the observations "
+            "returned after a reset are those of the previous episode's last step",
+            stacklevel=3,
+        )
+
+
+def to_host(tensor: torch.Tensor) -> np.ndarray:
+    """A NumPy copy the caller owns (on the cpu executor ``.cpu()`` is the device
+    buffer itself, which the next launch overwrites)."""
+    return tensor.detach().to("cpu", copy=True).numpy()
+
+
+def supported_space(space, what: str, env_name: str) -> None:
+    """Spaces the adapters move through flat numeric device arrays."""
+    from gymnasium import spaces
+
+    if not isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        raise TypeError(
+            f"{env_name}: {what} space {space} is not supported by the adapters "
+            "(Box, Discrete, MultiDiscrete and MultiBinary spaces are)"
+        )
+
+
+def check_fits(space, per_agent_size: int, what: str, env_name: str, agent: Any) -> None:
+    """A space must hold exactly one agent's slice of its device array."""
+    size = int(np.prod(space.shape, dtype=np.int64)) if space.shape else 1
+    if size != per_agent_size:
+        raise ValueError(
+            f"{env_name}: agent {agent}'s {what} space {space} has {size} values, but the device array holds "
+            f"{per_agent_size} per agent"
+        )
+
+
+def check_discrete_actions(space, values: np.ndarray, who: str) -> None:
+    """Out-of-range discrete actions would index kernel tables out of bounds: refuse them here."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        low, high = int(space.start), int(space.start + space.n - 1)
+    elif isinstance(space, spaces.MultiDiscrete):
+        low, high = np.asarray(space.start), np.asarray(space.start + space.nvec - 1)
+    elif isinstance(space, spaces.MultiBinary):
+        low, high = 0, 1
+    else:
+        return
+    if values.size and (np.any(values < low) or np.any(values > high)):
+        raise ValueError(f"{who}: action {values.tolist()} is outside the action space {space}")
