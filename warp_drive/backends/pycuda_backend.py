@@ -11,7 +11,10 @@ Who does what
 * **PyCUDA** initialises the driver and makes torch's *primary* context (the
   one the CUDA runtime, hence torch, uses) current: ``Device(i).retain_primary_context()``
   + ``push()``, popped at exit -- never a second context, never
-  ``pycuda.autoinit``.
+  ``pycuda.autoinit``. The backend serves torch's current device at the time it
+  is created (call ``torch.cuda.set_device`` first on multi-GPU machines); a
+  thread that has no current context gets the primary context on its first
+  launch.
 * **the driver API through ctypes** (``libcuda.so.1``) loads the cubin and
   launches. PyCUDA (checked against its 2026.1 sources) exposes no handle for a
   ``Module`` or a ``Function`` (only ``Context``, ``Stream`` and ``Array`` have
@@ -34,9 +37,10 @@ against the same C parameter lists. nvcc then compiles a one-line-per-source
 unit (``#include "<user file>"``, so errors name the user's file and line) with
 ``-cubin -arch=sm_XY --fmad=false`` (no FMA contraction, like the cpu build's
 ``-ffp-contract=off``). Grid-wide ``cooperative_groups`` sync needs no
-``-rdc`` since CUDA 11: the grid workspace is read from driver-provided
-registers, and the cubin is a loadable ``ET_EXEC`` image (checked by
-``tests/test_pycuda_backend_offline.py``).
+``-rdc``: the grid workspace is read from registers the driver sets for a
+cooperative launch (``cooperative_groups/details/driver_abi.h``), and the cubin
+is a loadable ``ET_EXEC`` image with no unresolved symbols (checked with nvcc
+13 by ``tests/test_pycuda_backend_offline.py``).
 
 The cache key hashes the marker-pass text, the *contents* of every file nvcc
 reads (``nvcc -M``; so a change inside an ``#ifdef __CUDACC__`` branch of a
@@ -88,11 +92,6 @@ CUDA_ERROR_INVALID_CONTEXT = 201
 CUDA_ERROR_NOT_FOUND = 500
 CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
 CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
-CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1
-CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8
-CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95
 CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
 
@@ -435,8 +434,6 @@ class PyCudaKernel(Kernel):
     def check_geometry(self, grid, block):
         if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
             raise KernelLaunchError(f"kernel {self.name}: grid {grid} exceeds CUDA's limits (2^31-1, 65535, 65535)")
-        if block[0] > 1024 or block[1] > 1024 or block[2] > 64:
-            raise KernelLaunchError(f"kernel {self.name}: block {block} exceeds CUDA's limits (1024, 1024, 64)")
         threads = block[0] * block[1] * block[2]
         if threads > self.max_threads_per_block:
             limit = self.module.backend.limits.max_threads_per_block
@@ -545,6 +542,8 @@ class PyCudaModule(Module):
                 f"constants: {', '.join(sorted(self.constants)) or '(none)'}"
             )
         backend._check(code, f"looking up __constant__ {name}")
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
         data = np.ascontiguousarray(value)
         if data.dtype not in (np.float32, np.int32, np.uint32):
             raise TypeError(f"__constant__ {name}: pass float32, int32 or uint32 data, got {data.dtype}")
