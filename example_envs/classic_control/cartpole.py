@@ -1,0 +1,82 @@
+"""CartPole: Gymnasium's ``CartPole-v1`` as a warp_drive environment (one thread per env).
+
+State ``(x, x_dot, theta, theta_dot)`` = observation; actions ``Discrete(2)``
+(0 pushes left, 1 right); reward 1 every step, including the terminating one
+(or Sutton & Barto's 0 / -1 with ``sutton_barto_reward=True``); terminated when
+``|x| > x_threshold`` or ``|theta| > 12 deg``; truncated at ``episode_length``
+(500, the ``CartPole-v1`` time limit). Starts: every state variable uniform in
+``(-0.05, 0.05)``, as Gymnasium's ``reset``.
+
+Gymnasium keeps a float64 state between steps; here the state is float32, so
+each step starts from Gymnasium's state rounded to float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from gymnasium import spaces
+
+from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, sincos32
+
+_CARTPOLE_PARAMS = {
+    "gravity": 9.8,
+    "masscart": 1.0,
+    "masspole": 0.1,
+    "length": 0.5,  # half the pole's length
+    "force_mag": 10.0,
+    "tau": 0.02,
+    "theta_threshold_radians": 12 * 2 * math.pi / 360,
+    "x_threshold": 2.4,
+    "sutton_barto_reward": 0,
+}
+
+
+class CartPole(ClassicControlEnv):
+    name = "CartPole"
+    cuda_source = "cartpole.cu"
+    step_kernel = "CartPoleStep"
+    param_defaults = _CARTPOLE_PARAMS
+    step_args = STEP_ARGS_HEAD + tuple(_CARTPOLE_PARAMS)
+    state_dim = 4
+    obs_dim = 4
+    default_episode_length = 500
+
+    def observation_space(self, agent_id: int):
+        high = np.array([float(self.params["x_threshold"]) * 2, np.inf,
+                         float(self.params["theta_threshold_radians"]) * 2, np.inf], dtype=np.float32)
+        return spaces.Box(-high, high, dtype=np.float32)
+
+    def action_space(self, agent_id: int):
+        return spaces.Discrete(2)
+
+    def sample_start_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.uniform(-0.05, 0.05, size=(n, 4)).astype(F32)
+
+    def observe(self, states: np.ndarray) -> np.ndarray:
+        return np.array(states, dtype=F32)
+
+    def dynamics(self, state, action, p):
+        x, x_dot, theta, theta_dot = (state[:, i].astype(F32) for i in range(4))
+        total_mass = p["masspole"] + p["masscart"]
+        polemass_length = p["masspole"] * p["length"]
+        force = np.where(action == 1, p["force_mag"], -p["force_mag"]).astype(F32)
+        sintheta, costheta = sincos32(theta)
+        temp = (force + polemass_length * np.square(theta_dot) * sintheta) / total_mass
+        thetaacc = (p["gravity"] * sintheta - costheta * temp) / (
+            p["length"] * (F32(4.0) / F32(3.0) - p["masspole"] * np.square(costheta) / total_mass)
+        )
+        xacc = temp - polemass_length * thetaacc * costheta / total_mass
+        x = x + p["tau"] * x_dot
+        x_dot = x_dot + p["tau"] * xacc
+        theta = theta + p["tau"] * theta_dot
+        theta_dot = theta_dot + p["tau"] * thetaacc
+        new_state = np.stack([x, x_dot, theta, theta_dot], axis=1).astype(F32)
+        terminated = ((x < -p["x_threshold"]) | (x > p["x_threshold"])
+                      | (theta < -p["theta_threshold_radians"]) | (theta > p["theta_threshold_radians"]))
+        if p["sutton_barto_reward"]:
+            rewards = np.where(terminated, F32(-1.0), F32(0.0)).astype(F32)
+        else:
+            rewards = np.ones(state.shape[0], F32)
+        return new_state, new_state.copy(), rewards, terminated

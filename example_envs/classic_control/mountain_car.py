@@ -1,0 +1,77 @@
+"""MountainCar: Gymnasium's ``MountainCar-v0`` as a warp_drive environment (one thread per env).
+
+State = observation ``(position, velocity)``; actions ``Discrete(3)`` (push
+left, none, right); reward -1 per step; terminated when ``position >=
+goal_position`` (0.5) and ``velocity >= goal_velocity`` (0, Gymnasium's
+constructor option); truncated at ``episode_length`` (200, the
+``MountainCar-v0`` limit). Starts: position uniform in ``(-0.6, -0.4)``,
+velocity 0, as Gymnasium's ``reset``.
+
+(WarpDrive's version flagged the goal with done = 2; here 1 is termination and
+2 the time limit, as for every warp_drive environment.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32, cos32
+
+_MOUNTAIN_CAR_PARAMS = {
+    "min_position": -1.2,
+    "max_position": 0.6,
+    "max_speed": 0.07,
+    "goal_position": 0.5,
+    "goal_velocity": 0.0,
+    "force": 0.001,
+    "gravity": 0.0025,
+}
+
+
+def mountain_car_start_states(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Gymnasium's reset: position uniform in (-0.6, -0.4), velocity 0."""
+    states = np.zeros((n, 2), F32)
+    states[:, 0] = rng.uniform(-0.6, -0.4, size=n)
+    return states
+
+
+def mountain_car_observation_space(p: dict) -> spaces.Box:
+    low = np.array([p["min_position"], -p["max_speed"]], dtype=np.float32)
+    high = np.array([p["max_position"], p["max_speed"]], dtype=np.float32)
+    return spaces.Box(low, high, dtype=np.float32)
+
+
+class MountainCar(ClassicControlEnv):
+    name = "MountainCar"
+    cuda_source = "mountain_car.cu"
+    step_kernel = "MountainCarStep"
+    param_defaults = _MOUNTAIN_CAR_PARAMS
+    step_args = STEP_ARGS_HEAD + tuple(_MOUNTAIN_CAR_PARAMS)
+    state_dim = 2
+    obs_dim = 2
+    default_episode_length = 200
+
+    def observation_space(self, agent_id: int):
+        return mountain_car_observation_space(self.params)
+
+    def action_space(self, agent_id: int):
+        return spaces.Discrete(3)
+
+    def sample_start_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return mountain_car_start_states(n, rng)
+
+    def observe(self, states: np.ndarray) -> np.ndarray:
+        return np.array(states, dtype=F32)
+
+    def dynamics(self, state, action, p):
+        position, velocity = state[:, 0].astype(F32), state[:, 1].astype(F32)
+        push = (action.astype(np.int32) - 1).astype(F32)
+        velocity = velocity + (push * p["force"] + cos32(F32(3.0) * position) * (-p["gravity"]))
+        velocity = clip32(velocity, -p["max_speed"], p["max_speed"])
+        position = clip32(position + velocity, p["min_position"], p["max_position"])
+        velocity = np.where((position == p["min_position"]) & (velocity < 0), F32(0.0), velocity).astype(F32)
+        new_state = np.stack([position, velocity], axis=1).astype(F32)
+        terminated = (position >= p["goal_position"]) & (velocity >= p["goal_velocity"])
+        rewards = np.full(state.shape[0], -1.0, F32)
+        return new_state, new_state.copy(), rewards, terminated
