@@ -1062,3 +1062,18 @@ def test_asan_mode_reports_out_of_bounds_with_file_and_line(tmp_path):
     assert "not reached" not in proc.stdout
     assert "heap-buffer-overflow" in proc.stderr
     assert f"sync.cu:{line_of('sync.cu', 'OUT OF BOUNDS')}" in proc.stderr
+
+
+def test_cache_key_covers_the_generated_wrapper(fresh_cpu, monkeypatch):
+    """A change to the code generated around the user's kernels must rebuild:
+    the key once covered only the user's source, and a stale library kept an
+    old thread loop."""
+    from warp_drive.backends import cpu as cpu_module
+
+    first = fresh_cpu().build([KERNELS / "arguments.cu"])
+    assert first.from_cache is False
+    assert fresh_cpu().build([KERNELS / "arguments.cu"]).from_cache is True
+    original = cpu_module._generated_unit
+    monkeypatch.setattr(cpu_module, "_generated_unit", lambda *a: original(*a) + "// changed\n")
+    rebuilt = fresh_cpu().build([KERNELS / "arguments.cu"])
+    assert rebuilt.from_cache is False and rebuilt.library_path != first.library_path

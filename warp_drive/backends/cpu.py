@@ -57,8 +57,10 @@ MODES = {
     "debug": ["-O0", "-g"],
     "asan": ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"],
 }
+# -fno-semantic-interposition + -Bsymbolic: a kernel library's own functions
+# bind to themselves, so kernels inline into the thread loops below.
 COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-Wall",
-                "-Wno-unused-function", "-Wno-unused-variable", "-Wl,-Bsymbolic"]
+                "-Wno-unused-function", "-Wno-unused-variable", "-fno-semantic-interposition", "-mtls-dialect=gnu2", "-Wl,-Bsymbolic"]
 
 _RUNTIME: tuple[str, ctypes.CDLL] | None = None  # (flavour, library): one per process
 
@@ -128,9 +130,9 @@ class CpuBoundLaunch(BoundLaunch):
 
 
 class CpuKernel(Kernel):
-    def __init__(self, module: "CpuModule", signature: KernelSignature, thread_fn: int):
+    def __init__(self, module: "CpuModule", signature: KernelSignature, thread_fns: tuple[int, int]):
         super().__init__(module, signature)
-        self.thread_fn = thread_fn
+        self.thread_fn, self.threads_fn = thread_fns
         self.name_bytes = signature.name.encode()
 
     def bind(self, *args) -> CpuBoundLaunch:
@@ -144,7 +146,8 @@ class CpuModule(Module):
         self.library_path = library_path
         self.constants = symbols.constants
         self._lib = ctypes.CDLL(str(library_path), mode=ctypes.RTLD_LOCAL)
-        self._thread_fns = self._read_table("wd_kernels", _KernelEntry, lambda e: (e.name.decode(), e.run_thread))
+        self._thread_fns = self._read_table("wd_kernels", _KernelEntry,
+                                            lambda e: (e.name.decode(), (e.run_thread, e.run_threads)))
         self._symbols = self._read_table("wd_constants", _SymbolEntry,
                                          lambda e: (e.name.decode(), (e.address, e.size)))
         self._kernels: dict[str, CpuKernel] = {}
@@ -182,7 +185,7 @@ class CpuModule(Module):
 
 
 class _KernelEntry(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("run_thread", ctypes.c_void_p)]
+    _fields_ = [("name", ctypes.c_char_p), ("run_thread", ctypes.c_void_p), ("run_threads", ctypes.c_void_p)]
 
 
 class _SymbolEntry(ctypes.Structure):
@@ -208,6 +211,19 @@ def _generated_unit(sources: Sequence[Path], symbols: ModuleSymbols) -> str:
         "  wd_set_thread_index(index);",
         "  apply(F, a, std::make_index_sequence<arity(F)>{});",
         "}",
+        "// The fast path's loop lives here, next to the kernel: one call per block,",
+        "// and the thread-local index is addressed once, not once per thread.",
+        "template <auto F> void run_threads(void* const* a, wd_thread_index* index, unsigned int count) {",
+        "  const dim3 b = index->block_dim;",
+        "  dim3* const thread_idx = &threadIdx;",
+        "  dim3 t = index->thread;  // advanced in registers; index->thread is only written",
+        "  for (unsigned int i = 0; i < count; ++i) {",
+        "    *thread_idx = t;",
+        "    index->thread = t;",
+        "    apply(F, a, std::make_index_sequence<arity(F)>{});",
+        "    if (++t.x == b.x) { t.x = 0; if (++t.y == b.y) { t.y = 0; ++t.z; } }",
+        "  }",
+        "}",
         "}  // namespace wd_generated",
     ]
     for name, ctype in symbols.dynamic_shared.items():
@@ -215,8 +231,8 @@ def _generated_unit(sources: Sequence[Path], symbols: ModuleSymbols) -> str:
             f"thread_local {ctype} {name}[{DYNAMIC_SHARED_BYTES} / sizeof({ctype})] __attribute__((aligned(16)));"
         )
     lines.append('extern "C" __attribute__((visibility("default"))) const wd_kernel_entry wd_kernels[] = {')
-    lines += [f'  {{"{k}", &wd_generated::run<&{k}>}},' for k in symbols.kernels]
-    lines.append("  {nullptr, nullptr}};")
+    lines += [f'  {{"{k}", &wd_generated::run<&{k}>, &wd_generated::run_threads<&{k}>}},' for k in symbols.kernels]
+    lines.append("  {nullptr, nullptr, nullptr}};")
     lines.append('extern "C" __attribute__((visibility("default"))) const wd_symbol_entry wd_constants[] = {')
     lines += [f'  {{"{c}", (void*)&{c}, sizeof({c})}},' for c in symbols.constants]
     lines.append("  {nullptr, nullptr, 0}};")
@@ -240,7 +256,7 @@ class CpuBackend(Backend):
         self._launch_fn = self._runtime.wd_cpu_launch
         self._launch_fn.restype = ctypes.c_int
         self._launch_fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+                                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
         if num_workers is None and self.mode == "debug":
             num_workers = 1
         if num_workers is not None:
@@ -294,7 +310,7 @@ class CpuBackend(Backend):
 
     def _launch(self, kernel: CpuKernel, argv_address: int, geometry) -> None:
         grid, block = geometry
-        if self._launch_fn(kernel.name_bytes, kernel.thread_fn, argv_address, ctypes.addressof(grid),
+        if self._launch_fn(kernel.name_bytes, kernel.thread_fn, kernel.threads_fn, argv_address, ctypes.addressof(grid),
                            ctypes.addressof(block), ctypes.addressof(self._error), len(self._error)) != 0:
             raise KernelLaunchError(self._error.value.decode(errors="replace"))
 
@@ -321,21 +337,25 @@ class CpuBackend(Backend):
         include_flags = [f"-I{d}" for d in [build_cache.INCLUDE_DIR, *include_dirs]]
         define_flags = [f"-D{k}={v}" for k, v in (defines or {}).items()]
         preprocessed = self._preprocess(paths, include_flags, define_flags)
-        key = build_cache.cache_key(preprocessed, self._identity, " ".join(define_flags),
-                                    EMULATION_HEADER.read_text(), RUNTIME_SOURCE.read_text())
-        if key in self._modules:
-            return self._modules[key]
         try:
             symbols = parse_symbols(preprocessed)
         except ValueError as exc:
             raise KernelBuildError(str(exc)) from None
+        unit_text = _generated_unit(paths, symbols)
+        # Everything the library is built from: the user's preprocessed source,
+        # the generated wrapper around it, the emulation header, the runtime ABI
+        # and the compiler with its flags.
+        key = build_cache.cache_key(preprocessed, unit_text, self._identity, " ".join(define_flags),
+                                    EMULATION_HEADER.read_text(), RUNTIME_SOURCE.read_text())
+        if key in self._modules:
+            return self._modules[key]
         directory = build_cache.cache_root() / "cpu"
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"module_{key}.so"
 
         def compile_to(tmp: Path) -> None:
             unit = directory / f"module_{key}.cpp"
-            build_cache.write_atomically(unit, _generated_unit(paths, symbols))
+            build_cache.write_atomically(unit, unit_text)
             build_cache.run_compiler(
                 [self.cxx, *self._flags, *define_flags, "-include", str(EMULATION_HEADER), *include_flags,
                  "-x", "c++", str(unit), "-o", str(tmp)],

@@ -93,9 +93,13 @@ struct wd_thread_index {
   int block_changed;  // 0 while the same block keeps running on this host thread
 };
 typedef void (*wd_thread_fn)(void* const* args, const struct wd_thread_index* index);
+// Runs `count` threads in CUDA order starting at index->thread, keeping
+// index->thread current (the runtime names it in error messages).
+typedef void (*wd_threads_fn)(void* const* args, struct wd_thread_index* index, unsigned int count);
 struct wd_kernel_entry {
   const char* name;
   wd_thread_fn run_thread;
+  wd_threads_fn run_threads;
 };
 struct wd_symbol_entry {
   const char* name;

@@ -54,6 +54,7 @@ struct wd_thread_index {
   int block_changed;
 };
 typedef void (*wd_thread_fn)(void* const* args, const struct wd_thread_index* index);
+typedef void (*wd_threads_fn)(void* const* args, struct wd_thread_index* index, unsigned int count);
 }
 
 #define WD_EXPORT extern "C" __attribute__((visibility("default")))
@@ -183,6 +184,7 @@ thread_local Worker* tl_worker = nullptr;
 struct Job {
   const char* kernel = "";
   wd_thread_fn fn = nullptr;
+  wd_threads_fn threads_fn = nullptr;
   void* const* args = nullptr;
   dim3 grid{1, 1, 1}, block{1, 1, 1};
   std::atomic<uint64_t> total_blocks{0};
@@ -216,25 +218,18 @@ void set_thread(Worker* w, unsigned int t) {
   w->index.thread = dim3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
 }
 
-// The fast path: threads 1..n-1 as plain calls, the index advanced without
-// divisions (this loop is most of a barrier-free kernel's overhead).
+// The fast path: threads 1..n-1 as plain calls, in one call into the kernel
+// library, which advances w->index.thread as it goes.
 void run_plain_threads(Worker* w, unsigned int n) {
-  const dim3 b = w->job->block;
-  const wd_thread_fn fn = w->job->fn;
-  void* const* args = w->job->args;
-  set_thread(w, 1 % n);
-  for (unsigned int t = 1; t < n; ++t) {
-    w->current = t;
-    fn(args, &w->index);
-    dim3& i = w->index.thread;
-    if (++i.x == b.x) {
-      i.x = 0;
-      if (++i.y == b.y) {
-        i.y = 0;
-        ++i.z;
-      }
-    }
-  }
+  if (n < 2) return;
+  set_thread(w, 1);
+  w->job->threads_fn(w->job->args, &w->index, n - 1);
+}
+
+unsigned int linear_thread(const Worker* w) {
+  const dim3& t = w->index.thread;
+  const dim3& b = w->job->block;
+  return t.x + b.x * (t.y + b.y * t.z);
 }
 
 // Enter a fiber from the scheduler and come back when it yields or finishes.
@@ -340,7 +335,8 @@ bool check_barrier(Worker* w, unsigned int n, int* predicate_sum) {
     *predicate_sum += f.predicate;
     if (first < 0) {
       first = (int)t;
-    } else if (f.site_line != w->fibers[first].site_line || strcmp(f.site_file, w->fibers[first].site_file) != 0) {
+    } else if (f.site_line != w->fibers[first].site_line ||
+               (f.site_file != w->fibers[first].site_file && strcmp(f.site_file, w->fibers[first].site_file) != 0)) {
       char a[64], b[64];
       thread_name(a, sizeof a, w, first);
       thread_name(b, sizeof b, w, t);
@@ -445,6 +441,7 @@ class Pool {
     Job& job = job_;
     job.kernel = job_args.kernel;
     job.fn = job_args.fn;
+    job.threads_fn = job_args.threads_fn;
     job.args = job_args.args;
     job.grid = job_args.grid;
     job.block = job_args.block;
@@ -558,7 +555,7 @@ WD_EXPORT int wd_cpu_barrier(const char* file, int line, int predicate) {
   Worker* w = tl_worker;
   if (w->plain_mode) {
     char me[64];
-    thread_name(me, sizeof me, w, w->current);
+    thread_name(me, sizeof me, w, linear_thread(w));
     w->failed = true;
     report(w,
            "divergent barrier: thread %s reached __syncthreads() at %s:%d after thread (0,0,0) had exited without "
@@ -578,7 +575,7 @@ WD_EXPORT int wd_cpu_barrier(const char* file, int line, int predicate) {
 WD_EXPORT void wd_cpu_device_fail(const char* what, const char* file, int line) {
   Worker* w = tl_worker;
   char me[64];
-  thread_name(me, sizeof me, w, w->current);
+  thread_name(me, sizeof me, w, w->plain_mode ? linear_thread(w) : w->current);
   report(w, "thread %s: device assertion `%s` failed at %s:%d", me, what, file, line);
   w->failed = true;
   if (w->plain_mode) longjmp(w->plain_abort, 1);
@@ -589,11 +586,12 @@ WD_EXPORT void wd_cpu_device_fail(const char* what, const char* file, int line) 
 }
 
 // Launch `fn` over grid x block; returns 0, or 1 with a message in `error`.
-WD_EXPORT int wd_cpu_launch(const char* kernel, wd_thread_fn fn, void* const* args, const unsigned int* grid,
-                            const unsigned int* block, char* error, int error_size) {
+WD_EXPORT int wd_cpu_launch(const char* kernel, wd_thread_fn fn, wd_threads_fn threads_fn, void* const* args,
+                            const unsigned int* grid, const unsigned int* block, char* error, int error_size) {
   Job job;
   job.kernel = kernel;
   job.fn = fn;
+  job.threads_fn = threads_fn;
   job.args = args;
   job.grid = dim3{grid[0], grid[1], grid[2]};
   job.block = dim3{block[0], block[1], block[2]};
