@@ -30,3 +30,13 @@ def test_readme_runtime_example_runs(tmp_path, monkeypatch):
     # The final reset restored the start positions; the last step's rewards remain.
     assert (dm.pull_data_from_device("positions") == 0).all()
     assert set(rewards.unique().tolist()) == {0.0, 1.0}  # some random walkers stood on the goal
+
+
+def test_readme_environment_example_runs(monkeypatch):
+    (example,) = [b for b in _blocks("python") if 'EnvWrapper("TagGridWorld"' in b]
+    monkeypatch.setenv("WARP_DRIVE_BACKEND", os.environ.get("WARP_DRIVE_BACKEND", "cpu"))
+    namespace: dict = {}
+    exec(compile(example, str(README), "exec"), namespace)
+    env = namespace["env"]
+    assert env.obs.shape == (2000, 5, 6) and env.rewards.shape == (2000, 5)
+    assert (env.data_manager.pull_data_from_device("_timestep_") == 1).all()  # one step, nothing done yet
