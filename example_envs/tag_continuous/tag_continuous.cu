@@ -1,0 +1,490 @@
+// TagContinuous step: taggers chase runners on a continuous square of side L.
+//
+// One block row per environment replica, one thread per agent (an env may span
+// several blocks: wd_agent_id() runs across them and wd_sync_env() is then a
+// cooperative grid barrier). Semantics are those of the original WarpDrive env
+// (reference doc, section 3.2), with its bugs fixed:
+//
+//   * a tagger tagged-for by several runners in one step gets every reward:
+//     runners add into the tagger's reward with atomicAdd (the added value is
+//     always tag_reward, so the float result does not depend on the order),
+//     and the runner counter is decremented with atomicSub;
+//   * every thread, including threads past the last agent, reaches every
+//     barrier -- the per-agent work is guarded, never the barrier;
+//   * a runner tagged on the last step (when runners exit) is out of the game
+//     and gets no end-of-game reward; the NumPy reference applies the same
+//     rule (the original GPU and CPU versions disagreed);
+//   * neighbour and nearest-tagger ties (equal squared distance) go to the
+//     smaller agent id;
+//   * no O(N^2) scratch: each agent keeps its K nearest still-in-game others
+//     in a small sorted list in registers/local memory (K <= TAG_MAX_NEIGHBORS,
+//     checked in Python) while it looks at the others once -- all of them, or,
+//     on the cpu executor with many agents, only those in nearby cells of a
+//     grid built in shared memory (same result, see tag_grid_search).
+//
+// Step order: (1) every agent moves and writes its base reward; positions and
+// the pre-tag "still in the game" flags are staged in shared memory when they
+// fit (one block per env, at most TAG_STAGE_CAP agents); barrier; [grid only:
+// thread 0 bins the agents into cells; barrier;] (2) observations from the
+// moved state and the pre-tag flags, then (3) tagging. Unstaged (an env
+// spanning several blocks, or too many agents), the observations read the
+// flags from global memory, so a second barrier separates them from the
+// tagging writes. Every thread reaches every barrier: the conditions above are
+// the same for the whole env.
+//
+// Bookkeeping without extra barriers: every thread reads _timestep_ before the
+// first barrier and thread 0 of the env writes t back after it (nobody reads it
+// afterwards). _done_ is only ever set: the runner whose atomicSub empties the
+// runner count stores 1 (terminated), and thread 0 turns a still-clear flag
+// into 2 (truncated) with atomicCAS at the time limit, so a termination on the
+// last step wins whatever the order.
+//
+// Float math is IEEE single precision with every operation rounded on its own
+// (wd_f*_rn, wd_sincosf, wd_sqrtf, fmodf which is exact), so the GPU, the cpu
+// executor and the NumPy reference compute the same bits.
+#include <warp_drive/core.h>
+
+// Largest num_other_agents_observed (the per-thread neighbour list lives in
+// registers/local memory). TagContinuous.MAX_NEIGHBORS mirrors it.
+#define TAG_MAX_NEIGHBORS 32
+// Most agents per env whose positions and flags are staged in shared memory
+// (12 bytes each). On a GPU 512 (6 KiB) keeps shared memory from limiting how
+// many small-env blocks share an SM; larger envs read global memory, which the
+// L1 cache serves. The cpu executor's __shared__ is per-worker memory with no
+// such limit. Staging can also be switched off from Python (stage_in_shared),
+// which the tests use to check the unstaged path.
+#ifdef WD_CPU_EXECUTOR
+#define TAG_STAGE_CAP 4096
+#else
+#define TAG_STAGE_CAP 512
+#endif
+#define TAG_NUM_FEATURES 7
+// Uniform grid of cells for the neighbour search of partial observations:
+// each step the kernel bins the env's agents still in the game into
+// grid_side^2 <= TAG_GRID_MAX_CELLS cells in shared memory (a counting sort)
+// and each observer visits the cells around its own. That turns the O(N) scan
+// per agent into O(k) on average, which pays off where a block's threads run
+// one after another (the cpu executor). On a GPU a block scans its (at most
+// TAG_STAGE_CAP staged) agents in parallel, so the grid is compiled out there.
+#ifdef WD_CPU_EXECUTOR
+#define TAG_GRID_MAX_CELLS (TAG_STAGE_CAP / 2)
+#else
+#define TAG_GRID_MAX_CELLS 0
+#endif
+// Candidates examined per round of the neighbour scan: their distances are
+// computed together (vectorisable), and the rare ones that beat the current
+// k-th nearest are inserted one by one.
+#define TAG_SCAN_CHUNK 8
+
+// One env's staged state in shared memory (one struct: one address to look up
+// where __shared__ is thread-local storage, on the cpu executor).
+struct TagShared {
+  float x[TAG_STAGE_CAP];  // +inf for agents out of the game: the neighbour scan needs no flag test
+  float y[TAG_STAGE_CAP];
+  int still[TAG_STAGE_CAP];  // the flags before this step's tags
+  // The grid: cell_of[a] is agent a's cell (-1 when out of the game); entries
+  // cell_start[c] .. cell_start[c + 1] - 1 of cell_agents/cell_x/cell_y are
+  // the agents of cell c and their positions, stored in cell order so that the
+  // search reads them one after another.
+  int cell_of[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  int cell_agents[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  float cell_x[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  float cell_y[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  int cell_start[TAG_GRID_MAX_CELLS + 2];
+};
+
+namespace {
+
+// 2*pi rounded to float (the original's kTwoPi = 6.283185308f is the same float).
+__device__ __forceinline__ float tag_two_pi() { return 6.28318548202514648f; }
+
+__device__ __forceinline__ float tag_squared_distance(float x0, float y0, float x1, float y1) {
+  const float dx = wd_fsub_rn(x1, x0);
+  const float dy = wd_fsub_rn(y1, y0);
+  return wd_fadd_rn(wd_fmul_rn(dx, dx), wd_fmul_rn(dy, dy));
+}
+
+// Write the 7 features of `other` into slot `slot` of a feature-major
+// observation row with `width` slots per feature.
+__device__ __forceinline__ void tag_write_features(float* obs, int width, int slot, float dx, float dy,
+                                                   float dspeed, float dacc, float ddir, float type,
+                                                   float still) {
+  obs[0 * width + slot] = dx;
+  obs[1 * width + slot] = dy;
+  obs[2 * width + slot] = dspeed;
+  obs[3 * width + slot] = dacc;
+  obs[4 * width + slot] = ddir;
+  obs[5 * width + slot] = type;
+  obs[6 * width + slot] = still;
+}
+
+// The k nearest so far, sorted by (squared distance, id): ties go to the
+// smaller id. The list lives in registers/local memory (k <= TAG_MAX_NEIGHBORS).
+struct TagNearest {
+  float best[TAG_MAX_NEIGHBORS];
+  int ids[TAG_MAX_NEIGHBORS];
+  int count;
+  int k;
+  float worst;   // the k-th kept distance once k are kept, +inf before
+  int worst_id;  // and its id
+
+  __device__ __forceinline__ void init(int k_) {
+    count = 0;
+    k = k_;
+    worst = INFINITY;
+    worst_id = 0x7fffffff;
+  }
+
+  __device__ __forceinline__ void insert_at(int pos, float d2, int j) {
+    best[pos] = d2;
+    ids[pos] = j;
+    if (count < k) ++count;
+    if (count == k) {
+      worst = best[k - 1];
+      worst_id = ids[k - 1];
+    }
+  }
+
+  // A candidate with a larger id than every one offered so far, and d2 < worst:
+  // it goes after the kept entries with an equal distance.
+  __device__ __forceinline__ void offer_in_order(float d2, int j) {
+    int pos = count < k ? count : k - 1;
+    while (pos > 0 && best[pos - 1] > d2) {
+      best[pos] = best[pos - 1];
+      ids[pos] = ids[pos - 1];
+      --pos;
+    }
+    insert_at(pos, d2, j);
+  }
+
+  // A candidate in any order of ids.
+  __device__ __forceinline__ void offer(float d2, int j) {
+    if (d2 > worst || d2 == INFINITY) return;  // the first test is the common case
+    if (count == k && d2 == worst && j > worst_id) return;
+    int pos = count < k ? count : k - 1;
+    while (pos > 0 && (best[pos - 1] > d2 || (best[pos - 1] == d2 && ids[pos - 1] > j))) {
+      best[pos] = best[pos - 1];
+      ids[pos] = ids[pos - 1];
+      --pos;
+    }
+    insert_at(pos, d2, j);
+  }
+};
+
+// Offer agents lo..hi-1 (never the observer itself). Staged, out-of-game agents
+// carry x = +inf, so their distance is +inf and never beats anything; unstaged,
+// their flags are read. Distances go in chunks with no branch inside, so the
+// host compiler can vectorise them and the GPU keeps them in registers.
+template <bool kStaged>
+__device__ __forceinline__ void tag_scan(TagNearest& nearest, float x, float y, const float* px, const float* py,
+                                         const int* pstill, int lo, int hi) {
+  int j = lo;
+  for (; j + TAG_SCAN_CHUNK <= hi; j += TAG_SCAN_CHUNK) {
+    float d2[TAG_SCAN_CHUNK];
+    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) {
+      const float d = tag_squared_distance(x, y, px[j + u], py[j + u]);
+      d2[u] = kStaged || pstill[j + u] ? d : INFINITY;
+    }
+    int better = 0;
+    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) better |= d2[u] < nearest.worst;
+    if (!better) continue;
+    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) {
+      if (d2[u] < nearest.worst) nearest.offer_in_order(d2[u], j + u);
+    }
+  }
+  for (; j < hi; ++j) {
+    const float d = tag_squared_distance(x, y, px[j], py[j]);
+    if ((kStaged || pstill[j]) && d < nearest.worst) nearest.offer_in_order(d, j);
+  }
+}
+
+// Cell of a coordinate in [0, L] on a side x side grid (clamped: L itself
+// belongs to the last cell).
+__device__ __forceinline__ int tag_cell_coordinate(float p, float inv_cell, int side) {
+  const int c = (int)wd_fmul_rn(p, inv_cell);
+  return c < 0 ? 0 : (c < side ? c : side - 1);
+}
+
+// Offer the grid entries lo..hi-1 (cell order; they include the observer
+// itself, skipped). As in tag_scan, distances go in branch-free chunks and only
+// those that can enter the list (ties included: offer() decides them by id)
+// take the slow path.
+__device__ __forceinline__ void tag_scan_cells(TagNearest& nearest, int self, float x, float y, const TagShared& sh,
+                                               int lo, int hi) {
+  int i = lo;
+  for (; i + TAG_SCAN_CHUNK <= hi; i += TAG_SCAN_CHUNK) {
+    float d2[TAG_SCAN_CHUNK];
+    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) d2[u] = tag_squared_distance(x, y, sh.cell_x[i + u], sh.cell_y[i + u]);
+    int maybe = 0;
+    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) maybe |= d2[u] <= nearest.worst;
+    if (!maybe) continue;
+    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) {
+      if (d2[u] <= nearest.worst && sh.cell_agents[i + u] != self) nearest.offer(d2[u], sh.cell_agents[i + u]);
+    }
+  }
+  for (; i < hi; ++i) {
+    const float d2 = tag_squared_distance(x, y, sh.cell_x[i], sh.cell_y[i]);
+    if (d2 <= nearest.worst && sh.cell_agents[i] != self) nearest.offer(d2, sh.cell_agents[i]);
+  }
+}
+
+// Whether everything at least `gap` away (minus the margin) is farther than
+// the k-th nearest kept: the test that lets the search skip or stop. The margin
+// (a thousandth of a cell on the distance, 2^-10 relative on its square) is far
+// above float rounding, so skipping never changes the result.
+__device__ __forceinline__ bool tag_beyond(const TagNearest& nearest, float gap_x, float gap_y, float slack) {
+  if (nearest.count < nearest.k) return false;
+  const float cx = gap_x - slack, cy = gap_y - slack;
+  const float clear2 = (cx > 0.0f ? cx * cx : 0.0f) + (cy > 0.0f ? cy * cy : 0.0f);
+  return nearest.worst * 1.0009765625f < clear2;
+}
+
+// The k nearest others through the uniform grid of cells (only agents still in
+// the game are binned): visit rings of cells around the observer's cell,
+// r = 0, 1, 2, ..., skipping cells (and whole rows of a ring) that lie
+// farther than the k-th distance kept, and stop once every cell not yet
+// visited does. The result is exactly that of the full scan; see tag_beyond.
+// Cells are numbered row by row and the grid entries are in cell order, so the
+// cells of one row of a ring are one contiguous range of entries.
+__device__ void tag_grid_search(TagNearest& nearest, int self, float x, float y, const TagShared& sh, int side,
+                                float cell, float inv_cell) {
+  const int cx = tag_cell_coordinate(x, inv_cell, side);
+  const int cy = tag_cell_coordinate(y, inv_cell, side);
+  const float slack = cell * 0.0009765625f;
+  for (int r = 0;; ++r) {
+    const int x0 = cx - r, x1 = cx + r, y0 = cy - r, y1 = cy + r;
+    const int first_x = x0 < 0 ? 0 : x0, last_x = x1 < side ? x1 : side - 1;
+    for (int gy = y0 < 0 ? 0 : y0; gy <= y1 && gy < side; ++gy) {
+      // Distance from the observer to this row of cells (0 on its own row).
+      const float row_gap = gy < cy ? y - (float)(gy + 1) * cell : (gy > cy ? (float)gy * cell - y : 0.0f);
+      if (tag_beyond(nearest, 0.0f, row_gap, slack)) continue;
+      const int row = gy * side;
+      if (gy == y0 || gy == y1) {  // a whole row of the ring
+        tag_scan_cells(nearest, self, x, y, sh, sh.cell_start[row + first_x], sh.cell_start[row + last_x + 1]);
+        continue;
+      }
+      // In between, the ring's two end cells.
+      if (x0 >= 0 && !tag_beyond(nearest, x - (float)(x0 + 1) * cell, row_gap, slack)) {
+        tag_scan_cells(nearest, self, x, y, sh, sh.cell_start[row + x0], sh.cell_start[row + x0 + 1]);
+      }
+      if (x1 < side && !tag_beyond(nearest, (float)x1 * cell - x, row_gap, slack)) {
+        tag_scan_cells(nearest, self, x, y, sh, sh.cell_start[row + x1], sh.cell_start[row + x1 + 1]);
+      }
+    }
+    // Distance from the observer to the cells not visited yet (sides of the
+    // visited square that touch the border of the grid have none beyond).
+    float gap = INFINITY;
+    float side_gap;
+    if (x0 > 0 && (side_gap = x - (float)x0 * cell) < gap) gap = side_gap;
+    if (x1 < side - 1 && (side_gap = (float)(x1 + 1) * cell - x) < gap) gap = side_gap;
+    if (y0 > 0 && (side_gap = y - (float)y0 * cell) < gap) gap = side_gap;
+    if (y1 < side - 1 && (side_gap = (float)(y1 + 1) * cell - y) < gap) gap = side_gap;
+    if (gap == INFINITY || tag_beyond(nearest, gap, 0.0f, slack)) return;  // all visited, or the rest is too far
+  }
+}
+
+}  // namespace
+
+extern "C" __global__ void TagContinuousStep(
+    float* loc_x, float* loc_y, float* speed, float* direction, float* acceleration,
+    const int* __restrict__ agent_types, const int* __restrict__ tagger_ids, int num_taggers,
+    float* edge_hit_reward_penalty, float edge_hit_penalty, float grid_length,
+    const float* __restrict__ acceleration_actions, const float* __restrict__ turn_actions, float max_speed,
+    int num_other_agents_observed, const float* __restrict__ skill_levels, int runner_exits_game_after_tagged,
+    int* still_in_the_game, int use_full_observation, float* observations,
+    const int* __restrict__ sampled_actions, float* rewards, const float* __restrict__ step_rewards,
+    int* num_runners, float distance_margin_for_reward, float tag_reward_for_tagger, float tag_penalty_for_runner,
+    float end_of_game_reward_for_runner, float position_scale, float speed_scale, float direction_scale,
+    int stage_in_shared, int grid_side, int* done, int* timestep, int num_agents, int episode_length) {
+  __shared__ TagShared sh;
+
+  const int env = wd_env_id();
+  const int agent = wd_agent_id();
+  const int n = num_agents;
+  const bool is_agent = agent < n;
+  const int row = env * n + agent;
+  // Uniform over the env: every thread takes the same branch at the barriers.
+  const bool staged = stage_in_shared && wd_blocks_per_env() == 1 && n <= TAG_STAGE_CAP;
+  const int t = timestep[env] + 1;  // thread 0 stores it after the first barrier
+  const int cells = grid_side * grid_side;
+  const bool use_grid = staged && !use_full_observation && grid_side > 0 && cells <= TAG_GRID_MAX_CELLS;
+  const float cell = use_grid ? wd_fdiv_rn(grid_length, (float)grid_side) : 0.0f;
+  const float inv_cell = use_grid ? wd_fdiv_rn((float)grid_side, grid_length) : 0.0f;
+
+  // ------------------------------------------------------------ 1. move
+  float x = 0.0f, y = 0.0f, sp = 0.0f, acc = 0.0f, dir = 0.0f;
+  int still = 0;
+  if (is_agent) {
+    const float two_pi = tag_two_pi();
+    still = still_in_the_game[row];
+    const float delta_acc = acceleration_actions[sampled_actions[2 * row]];
+    const float delta_turn = turn_actions[sampled_actions[2 * row + 1]];
+
+    acc = wd_fadd_rn(acceleration[row], delta_acc);
+    dir = still ? fmodf(wd_fadd_rn(direction[row], delta_turn), two_pi) : 0.0f;
+    if (dir < 0.0f) dir = wd_fadd_rn(dir, two_pi);
+
+    const float top_speed = wd_fmul_rn(max_speed, skill_levels[agent]);
+    sp = wd_fadd_rn(speed[row], acc);
+    if (sp < 0.0f) sp = 0.0f;
+    if (sp > top_speed) sp = top_speed;
+    if (!still) sp = 0.0f;
+    if (sp <= 0.0f || sp >= top_speed) acc = 0.0f;  // stop accelerating at either speed limit
+
+    float s, c;
+    wd_sincosf(dir, &s, &c);
+    x = wd_fadd_rn(loc_x[row], wd_fmul_rn(sp, c));
+    y = wd_fadd_rn(loc_y[row], wd_fmul_rn(sp, s));
+    const bool crossed = x < 0.0f || x > grid_length || y < 0.0f || y > grid_length;
+    if (x < 0.0f) x = 0.0f;
+    if (x > grid_length) x = grid_length;
+    if (y < 0.0f) y = 0.0f;
+    if (y > grid_length) y = grid_length;
+    const float edge = crossed ? edge_hit_penalty : 0.0f;
+
+    loc_x[row] = x;
+    loc_y[row] = y;
+    speed[row] = sp;
+    direction[row] = dir;
+    acceleration[row] = acc;
+    edge_hit_reward_penalty[row] = edge;
+    // Base reward; runners add tag rewards into taggers' rows after the barrier.
+    rewards[row] = still ? wd_fadd_rn(edge, step_rewards[agent]) : 0.0f;
+    if (staged) {
+      sh.x[agent] = still ? x : INFINITY;
+      sh.y[agent] = y;
+      sh.still[agent] = still;
+    }
+    if (use_grid) {
+      sh.cell_of[agent] =
+          still ? tag_cell_coordinate(y, inv_cell, grid_side) * grid_side + tag_cell_coordinate(x, inv_cell, grid_side)
+                : -1;
+    }
+  }
+  wd_sync_env();
+
+  if (use_grid) {
+    // Counting sort of the agents still in the game into their cells, by one
+    // thread: the grid is only compiled for the cpu executor, whose threads
+    // run one after another anyway, and this saves two barriers. Counts go to
+    // cell_start[c + 2]; after the prefix sum cell_start[c + 1] is where cell c
+    // starts, and after the scatter (which advances it) cell_start[c] is.
+    if (threadIdx.x == 0) {
+      for (int c = 0; c < cells + 2; ++c) sh.cell_start[c] = 0;
+      for (int a = 0; a < n; ++a) {
+        if (sh.cell_of[a] >= 0) ++sh.cell_start[sh.cell_of[a] + 2];
+      }
+      for (int c = 2; c < cells + 2; ++c) sh.cell_start[c] += sh.cell_start[c - 1];
+      for (int a = 0; a < n; ++a) {
+        if (sh.cell_of[a] < 0) continue;
+        const int i = sh.cell_start[sh.cell_of[a] + 1]++;
+        sh.cell_agents[i] = a;
+        sh.cell_x[i] = sh.x[a];
+        sh.cell_y[i] = sh.y[a];
+      }
+    }
+    __syncthreads();
+  }
+
+  if (agent == 0) timestep[env] = t;
+  // From here on positions, speeds, directions and accelerations are final;
+  // only the flags change (in step 3), so the observations read the staged
+  // flags, or the global ones before the second barrier.
+  const float* x_env = loc_x + env * n;
+  const float* y_env = loc_y + env * n;
+  const int* still_env = staged ? sh.still : still_in_the_game + env * n;
+
+  // ------------------------------------------------------------ 2. observe
+  if (is_agent) {
+    const float* sp_env = speed + env * n;
+    const float* acc_env = acceleration + env * n;
+    const float* dir_env = direction + env * n;
+    const float time_feature = wd_fdiv_rn((float)t, (float)episode_length);
+    if (use_full_observation) {
+      const int width = n - 1;
+      float* obs = observations + (size_t)row * (TAG_NUM_FEATURES * width + 1);
+      int slot = 0;
+      for (int j = 0; j < n; ++j) {
+        if (j == agent) continue;
+        const float type = (float)agent_types[j];
+        const float other_still = (float)still_env[j];
+        if (still) {
+          tag_write_features(obs, width, slot, wd_fdiv_rn(wd_fsub_rn(x_env[j], x), position_scale),
+                             wd_fdiv_rn(wd_fsub_rn(y_env[j], y), position_scale),
+                             wd_fdiv_rn(wd_fsub_rn(sp_env[j], sp), speed_scale),
+                             wd_fdiv_rn(wd_fsub_rn(acc_env[j], acc), speed_scale),
+                             wd_fdiv_rn(wd_fsub_rn(dir_env[j], dir), direction_scale), type, other_still);
+        } else {
+          tag_write_features(obs, width, slot, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, type, other_still);
+        }
+        ++slot;
+      }
+      obs[TAG_NUM_FEATURES * width] = still ? time_feature : 0.0f;
+    } else {
+      const int k = num_other_agents_observed;
+      float* obs = observations + (size_t)row * (TAG_NUM_FEATURES * k + 1);
+      TagNearest nearest;
+      nearest.init(k);
+      if (still) {
+        // The k nearest others still in the game: through the grid, or a scan
+        // of the ids below, then above the observer's own (increasing ids).
+        if (use_grid) {
+          tag_grid_search(nearest, agent, x, y, sh, grid_side, cell, inv_cell);
+        } else if (staged) {
+          tag_scan<true>(nearest, x, y, sh.x, sh.y, sh.still, 0, agent);
+          tag_scan<true>(nearest, x, y, sh.x, sh.y, sh.still, agent + 1, n);
+        } else {
+          tag_scan<false>(nearest, x, y, x_env, y_env, still_env, 0, agent);
+          tag_scan<false>(nearest, x, y, x_env, y_env, still_env, agent + 1, n);
+        }
+      }
+      for (int slot = 0; slot < k; ++slot) {
+        if (slot < nearest.count) {
+          const int j = nearest.ids[slot];
+          tag_write_features(obs, k, slot, wd_fdiv_rn(wd_fsub_rn(x_env[j], x), position_scale),
+                             wd_fdiv_rn(wd_fsub_rn(y_env[j], y), position_scale),
+                             wd_fdiv_rn(wd_fsub_rn(sp_env[j], sp), speed_scale),
+                             wd_fdiv_rn(wd_fsub_rn(acc_env[j], acc), speed_scale),
+                             wd_fdiv_rn(wd_fsub_rn(dir_env[j], dir), direction_scale), (float)agent_types[j],
+                             1.0f);  // only agents still in the game are observed
+        } else {
+          tag_write_features(obs, k, slot, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+        }
+      }
+      obs[TAG_NUM_FEATURES * k] = still ? time_feature : 0.0f;
+    }
+  }
+  // Unstaged, the observations above read still_in_the_game from global
+  // memory: wait for every agent before runners start clearing their flags.
+  if (!staged) wd_sync_env();
+
+  // ------------------------------------------------------------ 3. tag
+  if (is_agent && still && agent_types[agent] == 0) {
+    float reward = rewards[row];
+    float nearest = INFINITY;
+    int tagger = -1;
+    for (int i = 0; i < num_taggers; ++i) {  // tagger_ids ascending: ties go to the smaller id
+      const int j = tagger_ids[i];
+      const float d2 = tag_squared_distance(x, y, x_env[j], y_env[j]);
+      if (d2 < nearest) {
+        nearest = d2;
+        tagger = j;
+      }
+    }
+    int in_game = 1;
+    if (tagger >= 0 && wd_sqrtf(nearest) < distance_margin_for_reward) {
+      reward = wd_fadd_rn(reward, tag_penalty_for_runner);
+      atomicAdd(&rewards[env * n + tagger], tag_reward_for_tagger);
+      if (runner_exits_game_after_tagged) {
+        in_game = 0;
+        still_in_the_game[row] = 0;
+        if (atomicSub(&num_runners[env], 1) == 1) atomicExch(&done[env], 1);  // the last runner: terminated
+      }
+    }
+    // Runners still in the game at the time limit (not those tagged out on
+    // this very step) collect the end-of-game reward.
+    if (t == episode_length && in_game) reward = wd_fadd_rn(reward, end_of_game_reward_for_runner);
+    rewards[row] = reward;
+  }
+  if (agent == 0 && t >= episode_length) atomicCAS(&done[env], 0, 2);  // truncated unless terminated
+}

@@ -1,0 +1,601 @@
+"""TagContinuous: taggers chase runners on a continuous square (WarpDrive's flagship env).
+
+Each agent picks an acceleration and a turn every step (index 0 of each table
+is the no-op), moves at a clipped speed, and bounces off nothing: positions are
+clipped to ``[0, L]`` with an optional edge penalty. A runner whose nearest
+tagger is closer than ``tagging_distance * L`` is tagged: it pays
+``tag_penalty_for_runner``, that tagger earns ``tag_reward_for_tagger`` (once
+per runner it tagged this step) and, when ``runner_exits_game_after_tagged``,
+the runner leaves the game. Runners still in the game when time runs out earn
+``end_of_game_reward_for_runner``. An episode terminates (``_done_ == 1``) when
+every runner is out and is truncated (``_done_ == 2``) at ``episode_length``.
+
+Observations are feature-major rows of 7 features per observed agent plus the
+time ``t / episode_length``: ``[dx, dy, dspeed, dacc, ddir, type, still]`` where the deltas
+are the other agent's minus the observer's, over ``sqrt(2) L``, ``max_speed +
+1e-10`` (speed and acceleration) and ``2 pi``. Full observation (``7(N-1)+1``)
+lists every other agent in id order; an observer that is out of the game sees
+zero deltas and time but still the others' types and flags. Partial observation
+(``7K+1``) lists the K nearest others still in the game by increasing distance,
+zero-padded; an observer out of the game sees all zeros. Observations are taken
+after the move and before this step's tags.
+
+Differences from the original, and why (see ``tag_continuous.cu``):
+
+* the original lost rewards and runner counts when several runners were tagged
+  in one step (non-atomic ``+=``); here every tag counts;
+* ties in distance (neighbours and the nearest tagger) go to the smaller id;
+* a runner tagged out on the last step gets no end-of-game reward (the original
+  GPU and CPU versions disagreed);
+* no O(N^2) neighbour scratch arrays: the kernel keeps the K nearest on the
+  fly in a per-thread list, so ``num_other_agents_observed`` is at most
+  ``MAX_NEIGHBORS`` (32); on the cpu executor large envs search a grid of
+  cells instead of every agent (same result);
+* by default every reset draws a new start state (positions uniform in the
+  square, directions among the four axes) from a pool, with its matching
+  observations; ``random_starts=False`` keeps one start state drawn once, as
+  the original did. Explicit ``starting_location_x/y`` or
+  ``starting_directions`` are always used as given;
+* taggers and fixed starts come from the env's own ``np.random.default_rng(seed)``,
+  never the global NumPy generator.
+
+Distances are compared squared (float32); the tag test is ``sqrt(d2) <
+margin``. The NumPy reference reproduces the kernel's float32 arithmetic
+operation by operation, including ``wd_sincosf`` (ported below), so the two
+agree bit for bit and the consistency tolerance is zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from warp_drive.data_feed import DataFeed
+from warp_drive.environment import TERMINATED, TRUNCATED, Environment
+
+F32 = np.float32
+NUM_FEATURES = 7
+TWO_PI = F32(6.28318548202514648)  # float(2 pi), as in the kernel
+EPSILON = 1e-10
+
+
+# ---------------------------------------------------------------------------
+# float32 port of warp_drive/portable_math.h's wd_sincosf (|x| < 800)
+# ---------------------------------------------------------------------------
+# NumPy float32 arithmetic rounds every operation on its own (no FMA), exactly
+# like the wd_f*_rn helpers, so this port returns the kernel's bits.
+
+
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _fast_two_sum(a, b):
+    s = a + b
+    return s, b - (s - a)
+
+
+def _split(a):
+    c = F32(4097.0) * a
+    h = c - (c - a)
+    return h, a - h
+
+
+def _two_prod(a, b):
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    err = ah * bh - p
+    err = err + ah * bl
+    err = err + al * bh
+    return p, err + al * bl
+
+
+def _mad(a, b, c):
+    return a * b + c
+
+
+def _sincos_kernel(rh, rl, quadrant):
+    z = rh * rh
+    ps = _mad(z, F32(-2.5052108385441720e-08), F32(2.7557319223985891e-06))
+    ps = _mad(z, ps, F32(-1.9841269841269841e-04))
+    ps = _mad(z, ps, F32(8.3333333333333333e-03))
+    ps = _mad(z, ps, F32(-1.6666666666666667e-01))
+    v = z * rh
+    s = rh + (v * ps + rl * (F32(1.0) - F32(0.5) * z))
+    zh, zl = _two_prod(rh, rh)
+    hz = F32(0.5) * zh
+    w = F32(1.0) - hz
+    corr = (F32(1.0) - w) - hz
+    pc = _mad(z, F32(-2.7557319223985891e-07), F32(2.4801587301587302e-05))
+    pc = _mad(z, pc, F32(-1.3888888888888889e-03))
+    pc = _mad(z, pc, F32(4.1666666666666667e-02))
+    pc = (z * z) * pc
+    c = w + (corr + (pc - (F32(0.5) * zl + rh * rl)))
+    q = quadrant & 3
+    sin = np.select([q == 0, q == 1, q == 2], [s, c, -s], -c)
+    cos = np.select([q == 0, q == 1, q == 2], [c, -s, -c], s)
+    return sin.astype(F32), cos.astype(F32)
+
+
+def sincosf(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``wd_sincosf`` on a float32 array with ``|x| < 800`` (the kernel's angles are in [0, 2 pi])."""
+    x = np.asarray(x, dtype=F32)
+    ax = np.abs(x)
+    if not (ax < F32(800.0)).all():
+        raise ValueError("sincosf port: |x| must be below 800 (the Cody-Waite range)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        t = x * F32(0.6366197466850281)
+        quadrant = np.trunc(t + np.where(t < 0, F32(-0.5), F32(0.5))).astype(np.int32)
+        fn = quadrant.astype(F32)
+        rh, rl = _two_sum(x, -(fn * F32(1.57073974609375)))
+        rh, e = _two_sum(rh, -(fn * F32(5.657970905303955e-05)))
+        rl = rl + e
+        rh, e = _two_sum(rh, -(fn * F32(9.920881893776823e-10)))
+        rl = rl + e
+        rh, e = _two_sum(rh, -(fn * F32(5.390302953474238e-15)))
+        rl = rl + e
+        rh, rl = _fast_two_sum(rh, rl)
+        direct = ax <= F32(0.785398185253143310546875)  # no reduction below float(pi/4)
+        rh = np.where(direct, x, rh)
+        rl = np.where(direct, F32(0.0), rl)
+        quadrant = np.where(direct, 0, quadrant)
+        sin, cos = _sincos_kernel(rh, rl, quadrant)
+    tiny = ax < F32(2.44140625e-04)  # 2^-12: sin x = x, cos x = 1
+    return np.where(tiny, x, sin), np.where(tiny, F32(1.0), cos)
+
+
+# ---------------------------------------------------------------------------
+# The environment
+# ---------------------------------------------------------------------------
+
+
+class TagContinuous(Environment):
+    """The continuous game of tag (see the module docstring).
+
+    The constructor takes the original's arguments and defaults (``seed`` now
+    seeds the env's own generator, which picks the taggers and any start state
+    drawn here), plus:
+
+    * ``random_starts`` (True): a new random start state at every reset;
+    * ``pool_max_bytes``: cap on a reset pool's size; the observations make a
+      pool row ``N * obs_size`` floats, so large envs get fewer pool rows than
+      the wrapper's ``reset_pool_size``;
+    * ``stage_in_shared`` (True) and ``neighbor_grid`` (True): kernel strategies
+      (stage positions in shared memory; grid neighbour search on the cpu
+      executor). They change speed, never results; the tests switch them off to
+      check every path.
+    """
+
+    name = "TagContinuous"
+    cuda_source = "tag_continuous.cu"
+    step_kernel = "TagContinuousStep"
+    step_args = (
+        "loc_x", "loc_y", "speed", "direction", "acceleration",
+        "agent_types", "tagger_ids", "num_taggers",
+        "edge_hit_reward_penalty", "edge_hit_penalty", "grid_length",
+        "acceleration_actions", "turn_actions", "max_speed",
+        "num_other_agents_observed", "skill_levels", "runner_exits_game_after_tagged",
+        "still_in_the_game", "use_full_observation", "observations",
+        "sampled_actions", "rewards", "step_rewards",
+        "num_runners", "distance_margin_for_reward", "tag_reward_for_tagger", "tag_penalty_for_runner",
+        "end_of_game_reward_for_runner", "position_scale", "speed_scale", "direction_scale",
+        "stage_in_shared", "grid_side", "_done_", "_timestep_", "n_agents", "episode_length",
+    )
+    # The reference reproduces the kernel's float32 operations one by one
+    # (wd_sincosf included), so kernel and reference agree bit for bit.
+    consistency_atol = 0.0
+    consistency_rtol = 0.0
+
+    MAX_NEIGHBORS = 32  # TAG_MAX_NEIGHBORS in tag_continuous.cu
+    # Reset pools hold observations, (P, N, obs_dim) floats: P is capped so a
+    # pool stays below this many bytes (large envs get fewer distinct starts).
+    DEFAULT_POOL_MAX_BYTES = 64 * 1024 * 1024
+    GRID_MIN_AGENTS = 64
+    GRID_OCCUPANCY = 2.0
+
+    def __init__(
+        self,
+        num_taggers: int = 1,
+        num_runners: int = 10,
+        grid_length: float = 10.0,
+        episode_length: int = 100,
+        starting_location_x=None,
+        starting_location_y=None,
+        starting_directions=None,
+        seed: int | None = None,
+        max_speed: float = 1.0,
+        skill_level_runner: float = 1.0,
+        skill_level_tagger: float = 1.0,
+        max_acceleration: float = 1.0,
+        min_acceleration: float = -1.0,
+        max_turn: float = np.pi / 2,
+        min_turn: float = -np.pi / 2,
+        num_acceleration_levels: int = 10,
+        num_turn_levels: int = 10,
+        edge_hit_penalty: float = -0.0,
+        use_full_observation: bool = True,
+        num_other_agents_observed: int = 2,
+        tagging_distance: float = 0.01,
+        tag_reward_for_tagger: float = 1.0,
+        step_penalty_for_tagger: float = -0.0,
+        tag_penalty_for_runner: float = -1.0,
+        step_reward_for_runner: float = 0.0,
+        end_of_game_reward_for_runner: float = 1.0,
+        runner_exits_game_after_tagged: bool = True,
+        random_starts: bool = True,
+        pool_max_bytes: int = DEFAULT_POOL_MAX_BYTES,
+        stage_in_shared: bool = True,
+        neighbor_grid: bool = True,
+    ):
+        def require(condition, message):
+            if not condition:
+                raise ValueError(f"TagContinuous: {message}")
+
+        require(int(num_taggers) >= 1, f"num_taggers must be >= 1, got {num_taggers}")
+        require(int(num_runners) >= 1, f"num_runners must be >= 1, got {num_runners}")
+        require(int(episode_length) >= 1, f"episode_length must be >= 1, got {episode_length}")
+        require(grid_length > 0, f"grid_length must be > 0, got {grid_length}")
+        require(max_speed >= 0, f"max_speed must be >= 0, got {max_speed}")
+        require(edge_hit_penalty <= 0, f"edge_hit_penalty must be <= 0, got {edge_hit_penalty}")
+        require(int(num_acceleration_levels) >= 0 and int(num_turn_levels) >= 0,
+                "num_acceleration_levels and num_turn_levels must be >= 0")
+        require(0 <= tagging_distance <= 1,
+                f"tagging_distance is a fraction of grid_length in [0, 1], got {tagging_distance}")
+        require(tag_reward_for_tagger >= 0, "tag_reward_for_tagger must be >= 0")
+        require(step_penalty_for_tagger <= 0, "step_penalty_for_tagger must be <= 0")
+        require(tag_penalty_for_runner <= 0, "tag_penalty_for_runner must be <= 0")
+        require(step_reward_for_runner >= 0, "step_reward_for_runner must be >= 0")
+        require(end_of_game_reward_for_runner >= 0, "end_of_game_reward_for_runner must be >= 0")
+        self.use_full_observation = bool(use_full_observation)
+        self.num_other_agents_observed = int(num_other_agents_observed)
+        if not self.use_full_observation:
+            require(
+                1 <= self.num_other_agents_observed <= self.MAX_NEIGHBORS,
+                f"num_other_agents_observed must be in [1, {self.MAX_NEIGHBORS}] with partial observation "
+                f"(the kernel keeps the nearest neighbours in a fixed-size per-thread list), got "
+                f"{num_other_agents_observed}; use use_full_observation=True to observe every agent",
+            )
+
+        self.num_taggers, self.num_runners = int(num_taggers), int(num_runners)
+        self.num_agents = self.num_taggers + self.num_runners
+        self.episode_length = int(episode_length)
+        self.grid_length = F32(grid_length)
+        self.max_speed = F32(max_speed)
+        self.edge_hit_penalty = F32(edge_hit_penalty)
+        self.distance_margin_for_reward = F32(F32(tagging_distance) * self.grid_length)
+        self.tag_reward_for_tagger = F32(tag_reward_for_tagger)
+        self.tag_penalty_for_runner = F32(tag_penalty_for_runner)
+        self.end_of_game_reward_for_runner = F32(end_of_game_reward_for_runner)
+        self.runner_exits_game_after_tagged = bool(runner_exits_game_after_tagged)
+        self.random_starts = bool(random_starts)
+        self.pool_max_bytes = int(pool_max_bytes)
+        self.stage_in_shared = bool(stage_in_shared)
+        self.neighbor_grid = bool(neighbor_grid)
+        # Normalisers, rounded once to float32 so that the kernel and the
+        # reference divide by the very same numbers.
+        self.position_scale = F32(np.sqrt(2.0) * float(self.grid_length))
+        self.speed_scale = F32(float(self.max_speed) + EPSILON)
+        self.direction_scale = TWO_PI
+
+        n = self.num_agents
+        self.rng = np.random.default_rng(seed)
+        self.tagger_ids = np.sort(self.rng.choice(n, self.num_taggers, replace=False)).astype(np.int32)
+        self.agent_types = np.zeros(n, np.int32)  # 1 = tagger, 0 = runner
+        self.agent_types[self.tagger_ids] = 1
+        self.runner_ids = np.flatnonzero(self.agent_types == 0).astype(np.int32)
+
+        self.acceleration_actions = np.insert(
+            np.linspace(F32(min_acceleration), F32(max_acceleration), int(num_acceleration_levels)), 0, 0.0
+        ).astype(F32)
+        self.turn_actions = np.insert(
+            np.linspace(F32(min_turn), F32(max_turn), int(num_turn_levels)), 0, 0.0
+        ).astype(F32)
+        self.skill_levels = np.where(
+            self.agent_types == 1, F32(skill_level_tagger), F32(skill_level_runner)
+        ).astype(F32)
+        self.step_rewards = np.where(
+            self.agent_types == 1, F32(step_penalty_for_tagger), F32(step_reward_for_runner)
+        ).astype(F32)
+
+        # Start state: what is given is fixed; what is not is drawn (once here
+        # for the fixed start, and per reset from the pools if random_starts).
+        self._given_locations = starting_location_x is not None
+        self._given_directions = starting_directions is not None
+        if (starting_location_x is None) != (starting_location_y is None):
+            raise ValueError("TagContinuous: give both starting_location_x and starting_location_y, or neither")
+        if self._given_locations:
+            self.starting_location_x = self._per_agent(starting_location_x, "starting_location_x")
+            self.starting_location_y = self._per_agent(starting_location_y, "starting_location_y")
+        else:
+            x, y = self._draw_locations(self.rng, 1)
+            self.starting_location_x, self.starting_location_y = x[0], y[0]
+        if self._given_directions:
+            self.starting_directions = self._per_agent(starting_directions, "starting_directions")
+        else:
+            self.starting_directions = self._draw_directions(self.rng, 1)[0]
+
+    # ---------------------------------------------------------------- helpers
+    def _per_agent(self, values, what: str) -> np.ndarray:
+        array = np.asarray(values, dtype=np.float64).reshape(-1)
+        if array.shape != (self.num_agents,):
+            raise ValueError(f"TagContinuous: {what} needs {self.num_agents} values (one per agent), got {array.size}")
+        return array.astype(F32)
+
+    def _draw_locations(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+        size = (count, self.num_agents)
+        x = (rng.random(size) * float(self.grid_length)).astype(F32)
+        y = (rng.random(size) * float(self.grid_length)).astype(F32)
+        return x, y
+
+    def _draw_directions(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        choices = np.array([0.0, np.pi / 2, np.pi, 3 * np.pi / 2], dtype=F32)
+        return choices[rng.integers(0, 4, size=(count, self.num_agents))]
+
+    @property
+    def grid_side(self) -> int:
+        """Cells per side of the kernel's neighbour grid (0: scan every agent).
+
+        About GRID_OCCUPANCY agents per cell; only for partial observation of
+        at least GRID_MIN_AGENTS agents (below that a plain scan is as fast).
+        The kernel uses it where it helps (see TAG_GRID_MAX_CELLS in the .cu);
+        the result never depends on it.
+        """
+        if self.use_full_observation or not self.neighbor_grid or self.num_agents < self.GRID_MIN_AGENTS:
+            return 0
+        return max(1, int(np.sqrt(self.num_agents / self.GRID_OCCUPANCY)))
+
+    @property
+    def observation_size(self) -> int:
+        observed = self.num_agents - 1 if self.use_full_observation else self.num_other_agents_observed
+        return NUM_FEATURES * observed + 1
+
+    # ---------------------------------------------------------------- spaces
+    def observation_space(self, agent_id: int):
+        return spaces.Box(-np.inf, np.inf, shape=(self.observation_size,), dtype=np.float32)
+
+    def action_space(self, agent_id: int):
+        return spaces.MultiDiscrete([len(self.acceleration_actions), len(self.turn_actions)])
+
+    def agent_groups(self) -> dict[str, list[int]]:
+        return {"tagger": self.tagger_ids.tolist(), "runner": self.runner_ids.tolist()}
+
+    # ---------------------------------------------------------------- data
+    def _start_observations(self, x: np.ndarray, y: np.ndarray, direction: np.ndarray) -> np.ndarray:
+        """Observations of start states (rows of x, y, direction) at t = 0."""
+        zeros = np.zeros_like(x)
+        still = np.ones(x.shape, np.int32)
+        return self.observe(x, y, zeros, zeros, direction, still, np.zeros(x.shape[0], np.int32))
+
+    def get_data_dictionary(self, num_envs: int) -> DataFeed:
+        e, n = int(num_envs), self.num_agents
+
+        def per_env(values, dtype=F32):
+            return np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype), (e, *np.shape(values))))
+
+        x, y = per_env(self.starting_location_x), per_env(self.starting_location_y)
+        d = per_env(self.starting_directions)
+        zeros = np.zeros((e, n), F32)
+        feed = DataFeed()
+        # State (restored from the *_at_reset twins; locations and directions
+        # from the pools instead when random_starts).
+        feed.add_data("loc_x", x, save_copy_and_apply_at_reset=True)
+        feed.add_data("loc_y", y, save_copy_and_apply_at_reset=True)
+        feed.add_data("speed", zeros, save_copy_and_apply_at_reset=True)
+        feed.add_data("direction", d, save_copy_and_apply_at_reset=True)
+        feed.add_data("acceleration", zeros.copy(), save_copy_and_apply_at_reset=True)
+        feed.add_data("edge_hit_reward_penalty", zeros.copy(), save_copy_and_apply_at_reset=True)
+        feed.add_data("still_in_the_game", np.ones((e, n), np.int32), save_copy_and_apply_at_reset=True)
+        feed.add_data("num_runners", np.full(e, self.num_runners, np.int32), save_copy_and_apply_at_reset=True)
+        # The observation twin is skipped when a pool provides start observations
+        # (it can be large: E x N x obs_size).
+        obs = self._start_observations(x[:1], y[:1], d[:1])
+        feed.add_data("observations", per_env(obs[0]), save_copy_and_apply_at_reset=not self._has_pools())
+        feed.add_data("sampled_actions", np.zeros((e, n, 2), np.int32))
+        feed.add_data("rewards", zeros.copy())
+        # Constant tables (no env dimension).
+        feed.add_data("agent_types", self.agent_types)
+        feed.add_data("tagger_ids", self.tagger_ids)
+        feed.add_data("skill_levels", self.skill_levels)
+        feed.add_data("step_rewards", self.step_rewards)
+        feed.add_data("acceleration_actions", self.acceleration_actions)
+        feed.add_data("turn_actions", self.turn_actions)
+        # Scalars.
+        feed.add_data("num_taggers", self.num_taggers)
+        feed.add_data("edge_hit_penalty", self.edge_hit_penalty)
+        feed.add_data("grid_length", self.grid_length)
+        feed.add_data("max_speed", self.max_speed)
+        feed.add_data("num_other_agents_observed", self.num_other_agents_observed)
+        feed.add_data("runner_exits_game_after_tagged", int(self.runner_exits_game_after_tagged))
+        feed.add_data("use_full_observation", int(self.use_full_observation))
+        feed.add_data("distance_margin_for_reward", self.distance_margin_for_reward)
+        feed.add_data("tag_reward_for_tagger", self.tag_reward_for_tagger)
+        feed.add_data("tag_penalty_for_runner", self.tag_penalty_for_runner)
+        feed.add_data("end_of_game_reward_for_runner", self.end_of_game_reward_for_runner)
+        feed.add_data("position_scale", self.position_scale)
+        feed.add_data("speed_scale", self.speed_scale)
+        feed.add_data("direction_scale", self.direction_scale)
+        feed.add_data("stage_in_shared", int(self.stage_in_shared))
+        feed.add_data("grid_side", self.grid_side)
+        return feed
+
+    def _has_pools(self) -> bool:
+        return self.random_starts and not (self._given_locations and self._given_directions)
+
+    def pool_rows(self, pool_size: int) -> int:
+        """How many start states a pool holds: ``pool_size``, capped by ``pool_max_bytes``."""
+        row_bytes = 4 * self.num_agents * (self.observation_size + 3)
+        return int(max(1, min(int(pool_size), self.pool_max_bytes // row_bytes)))
+
+    def get_reset_pools(self, pool_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Random start states: positions uniform in the square, directions among the four
+        axes (only for what the constructor did not fix), with their t = 0 observations."""
+        if not self._has_pools():
+            return {}
+        rows = self.pool_rows(pool_size)
+        if self._given_locations:
+            x = np.broadcast_to(self.starting_location_x, (rows, self.num_agents)).copy()
+            y = np.broadcast_to(self.starting_location_y, (rows, self.num_agents)).copy()
+        else:
+            x, y = self._draw_locations(rng, rows)
+        if self._given_directions:
+            d = np.broadcast_to(self.starting_directions, (rows, self.num_agents)).copy()
+        else:
+            d = self._draw_directions(rng, rows)
+        pools = {"observations": self._start_observations(x, y, d)}
+        if not self._given_locations:
+            pools["loc_x"], pools["loc_y"] = x, y
+        if not self._given_directions:
+            pools["direction"] = d
+        return pools
+
+    # ---------------------------------------------------------------- reference
+    def observe(self, x, y, speed, acc, direction, still, timestep) -> np.ndarray:
+        """Observations ``(E, N, obs_size)`` of states given as ``(E, N)`` arrays.
+
+        ``still`` is the in-game flag the observations see (before this step's
+        tags); ``timestep`` is ``(E,)``.
+        """
+        e, n = x.shape
+        time = (timestep.astype(F32) / F32(self.episode_length)).astype(F32)
+        own = [a[:, :, None] for a in (x, y, speed, acc, direction)]
+        scales = (self.position_scale, self.position_scale, self.speed_scale, self.speed_scale, self.direction_scale)
+        in_game = still.astype(bool)
+        if self.use_full_observation:
+            others = self._others()
+            features = [
+                np.where(in_game[:, :, None], (values[:, others] - mine) / scale, F32(0.0))
+                for values, mine, scale in zip((x, y, speed, acc, direction), own, scales)
+            ]
+            features.append(np.broadcast_to(self.agent_types[others].astype(F32), (e, n, n - 1)))
+            features.append(still[:, others].astype(F32))
+            features.append(np.where(in_game, time[:, None], F32(0.0))[:, :, None])
+            return np.concatenate(features, axis=2).astype(F32)
+
+        k = self.num_other_agents_observed
+        ids, valid = self.nearest_neighbors(x, y, still, k)
+        env = np.arange(e)[:, None, None]
+        safe = np.where(valid, ids, 0)
+        features = [
+            np.where(valid, (values[env, safe] - mine) / scale, F32(0.0))
+            for values, mine, scale in zip((x, y, speed, acc, direction), own, scales)
+        ]
+        features.append(np.where(valid, self.agent_types[safe].astype(F32), F32(0.0)))
+        features.append(np.where(valid, still[env, safe].astype(F32), F32(0.0)))
+        features.append(time[:, None, None].repeat(n, axis=1))
+        obs = np.concatenate(features, axis=2).astype(F32)
+        obs[~in_game] = 0.0
+        return obs
+
+    def _others(self) -> np.ndarray:
+        """``(N, N-1)``: row i lists every agent but i, in id order (the full observation's slots)."""
+        if getattr(self, "_others_cache", None) is None:
+            n = self.num_agents
+            slots = np.arange(n - 1)[None, :]
+            self._others_cache = slots + (slots >= np.arange(n)[:, None])
+        return self._others_cache
+
+    @staticmethod
+    def nearest_neighbors(x, y, still, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Ids ``(E, N, k)`` of each agent's k nearest still-in-game others, sorted by
+        (float32 squared distance, id), and which slots are filled.
+
+        Squared distances are non-negative floats, whose bit patterns sort like
+        the values, so ``bits << 32 | id`` is one integer key that orders by
+        distance and then id; ``argpartition`` on it picks the k smallest
+        exactly, without sorting whole rows. Envs go in chunks to bound memory.
+        """
+        e, n = x.shape
+        ids = np.zeros((e, n, k), np.int64)
+        valid = np.zeros((e, n, k), bool)
+        take = min(k, n)
+        chunk = max(1, (1 << 22) // (n * n))
+        column = np.arange(n, dtype=np.uint64)
+        for start in range(0, e, chunk):
+            sl = slice(start, min(e, start + chunk))
+            dx = x[sl, None, :] - x[sl, :, None]  # [env, me, other] = other - me, as in the kernel
+            dy = y[sl, None, :] - y[sl, :, None]
+            d2 = dx * dx + dy * dy
+            excluded = ~still[sl, None, :].astype(bool) | np.eye(n, dtype=bool)[None]
+            d2[excluded] = np.inf
+            keys = (d2.view(np.uint32).astype(np.uint64) << np.uint64(32)) | column
+            if take < n:
+                keys = np.take_along_axis(keys, np.argpartition(keys, take - 1, axis=2)[:, :, :take], axis=2)
+            keys = np.sort(keys, axis=2)[:, :, :take]
+            ids[sl, :, :take] = (keys & np.uint64(0xFFFFFFFF)).astype(np.int64)
+            valid[sl, :, :take] = (keys >> np.uint64(32)) < np.uint64(0x7F800000)  # finite distance
+        return ids, valid
+
+    def reference_step(self, arrays: dict) -> None:
+        """One step of every env in NumPy, operation for operation like the kernel."""
+        timestep = arrays["_timestep_"]
+        t = timestep + 1
+        still = arrays["still_in_the_game"].copy()
+        in_game = still.astype(bool)
+        actions = arrays["sampled_actions"]
+        agent_types = arrays["agent_types"]
+
+        # 1. move
+        acc = arrays["acceleration"] + arrays["acceleration_actions"][actions[..., 0]]
+        turned = arrays["direction"] + arrays["turn_actions"][actions[..., 1]]
+        direction = np.where(in_game, np.fmod(turned, TWO_PI), F32(0.0))
+        direction = np.where(direction < 0, direction + TWO_PI, direction)
+        top_speed = F32(arrays["max_speed"]) * arrays["skill_levels"]
+        speed = arrays["speed"] + acc
+        speed = np.where(speed < 0, F32(0.0), speed)
+        speed = np.where(speed > top_speed, top_speed, speed)
+        speed = np.where(in_game, speed, F32(0.0))
+        acc = np.where((speed <= 0) | (speed >= top_speed), F32(0.0), acc)
+        sin, cos = sincosf(direction)
+        x = arrays["loc_x"] + speed * cos
+        y = arrays["loc_y"] + speed * sin
+        length = F32(arrays["grid_length"])
+        crossed = (x < 0) | (x > length) | (y < 0) | (y > length)
+        x = np.clip(x, F32(0.0), length)
+        y = np.clip(y, F32(0.0), length)
+        edge = np.where(crossed, F32(arrays["edge_hit_penalty"]), F32(0.0))
+        reward = np.where(in_game, edge + arrays["step_rewards"], F32(0.0))
+
+        # 2. observe (before this step's tags)
+        observations = self.observe(x, y, speed, acc, direction, still, t)
+
+        # 3. tag: each runner in the game against its nearest tagger (ties: smaller id)
+        taggers = arrays["tagger_ids"]
+        dx = x[:, taggers][:, None, :] - x[:, :, None]
+        dy = y[:, taggers][:, None, :] - y[:, :, None]
+        d2 = dx * dx + dy * dy  # (E, N, T)
+        nearest = taggers[np.argmin(d2, axis=2)]
+        tagged = (in_game & (agent_types == 0)[None, :]
+                  & (np.sqrt(d2.min(axis=2)) < F32(arrays["distance_margin_for_reward"])))
+        reward = np.where(tagged, reward + F32(arrays["tag_penalty_for_runner"]), reward)
+        counts = np.zeros_like(still)
+        env_index, runner_index = np.nonzero(tagged)
+        np.add.at(counts, (env_index, nearest[env_index, runner_index]), 1)
+        tag_reward = F32(arrays["tag_reward_for_tagger"])
+        for i in range(int(counts.max(initial=0))):  # one float add per tag, as the atomics do
+            reward = np.where(counts > i, reward + tag_reward, reward)
+        num_runners = arrays["num_runners"]
+        terminated = np.zeros(num_runners.shape, bool)
+        if arrays["runner_exits_game_after_tagged"]:
+            still[tagged] = 0
+            per_env = tagged.sum(axis=1).astype(np.int32)
+            terminated = (per_env > 0) & (num_runners >= 1) & (num_runners - per_env <= 0)
+            num_runners -= per_env
+        end = in_game & (agent_types == 0)[None, :] & still.astype(bool) & (t == arrays["episode_length"])[:, None]
+        reward = np.where(end, reward + F32(arrays["end_of_game_reward_for_runner"]), reward)
+
+        arrays["loc_x"][...] = x
+        arrays["loc_y"][...] = y
+        arrays["speed"][...] = speed
+        arrays["direction"][...] = direction
+        arrays["acceleration"][...] = acc
+        arrays["edge_hit_reward_penalty"][...] = edge
+        arrays["still_in_the_game"][...] = still
+        arrays["observations"][...] = observations
+        arrays["rewards"][...] = reward
+        timestep[...] = t
+        done = arrays["_done_"]
+        done[terminated] = TERMINATED
+        done[(t >= arrays["episode_length"]) & (done == 0)] = TRUNCATED
