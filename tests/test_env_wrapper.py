@@ -254,3 +254,11 @@ def test_reseed_equals_a_fresh_wrapper_with_that_seed():
     fresh.reset_all_envs()
     np.testing.assert_array_equal(w.data_manager.pull_data_from_device("values"),
                                   fresh.data_manager.pull_data_from_device("values"))
+
+
+def test_consistency_skip_leaves_declared_scratch_out():
+    class ScratchRewards(WrongReward):
+        consistency_skip = ("rewards",)
+
+    (report,) = check(ScratchRewards, {"random_starts": False}, num_envs=2, num_episodes=1)
+    assert "rewards" not in report.arrays and "values" in report.arrays

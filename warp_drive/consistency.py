@@ -68,7 +68,8 @@ def random_actions(wrapper: EnvWrapper, rng: np.random.Generator) -> np.ndarray:
 
 def _compared_arrays(wrapper: EnvWrapper) -> list[str]:
     skip = (AT_RESET_SUFFIX, FOR_LOG_SUFFIX, POOL_SUFFIX)
-    return [name for name in wrapper.data_manager.array_names if not name.endswith(skip)]
+    return [name for name in wrapper.data_manager.array_names
+            if not name.endswith(skip) and name not in wrapper.env.consistency_skip]
 
 
 def host_arrays(wrapper: EnvWrapper) -> dict[str, Any]:
@@ -157,7 +158,8 @@ def check(
     rtol: float | None = None,
     reset_pool_size: int = 100,
 ) -> list[CheckReport]:
-    """Step kernel and reference side by side for ``num_episodes`` episode lengths per config."""
+    """Step kernel and reference side by side for ``num_episodes * episode_length`` steps per config
+    (episodes that terminate early are reset and continue, so the step count is fixed)."""
     configs = [configs] if isinstance(configs, dict) else list(configs)
     reports = []
     for config in configs:

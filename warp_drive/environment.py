@@ -46,6 +46,9 @@ class Environment:
     step_kernel: ClassVar[str] = ""
     step_args: ClassVar[Sequence[str]] = ()
     thread_layout: ClassVar[str] = THREADS_PER_AGENT
+    # Arrays the consistency checker leaves out: scratch whose contents may
+    # legitimately depend on the order threads ran in.
+    consistency_skip: ClassVar[Sequence[str]] = ()
 
     num_agents: int
     episode_length: int

@@ -19,8 +19,8 @@ class DummyEnv(Environment):
     name = "DummyEnv"
     cuda_source = "dummy_env.cu"
     step_kernel = "DummyEnvStep"
-    step_args = ("values", "sampled_actions", "observations", "rewards", "_done_", "_timestep_",
-                 "step_size", "target", "tolerance", "n_agents", "episode_length")
+    step_args = ("values", "sampled_actions", "observations", "rewards", "agents_on_target", "_done_",
+                 "_timestep_", "step_size", "target", "tolerance", "n_agents", "episode_length")
 
     def __init__(self, num_agents: int = 4, episode_length: int = 20, step_size: float = 0.25,
                  target: float = 1.0, tolerance: float = 0.1, random_starts: bool = True):
@@ -46,6 +46,7 @@ class DummyEnv(Environment):
                       save_copy_and_apply_at_reset=True)
         feed.add_data("sampled_actions", np.ones((num_envs, self.num_agents), np.int32))
         feed.add_data("rewards", np.zeros((num_envs, self.num_agents), np.float32))
+        feed.add_data("agents_on_target", np.zeros(num_envs, np.int32))  # per-env count, across blocks
         feed.add_data("step_size", self.step_size)
         feed.add_data("target", self.target)
         feed.add_data("tolerance", self.tolerance)
@@ -65,6 +66,7 @@ class DummyEnv(Environment):
         arrays["values"][...] = values
         arrays["rewards"][...] = -distance
         arrays["observations"][...] = self._observations(values, arrays["_timestep_"])
-        on_target = (distance <= np.float32(arrays["tolerance"])).all(axis=1)
+        arrays["agents_on_target"][...] = (distance <= np.float32(arrays["tolerance"])).sum(axis=1)
+        on_target = arrays["agents_on_target"] == values.shape[1]
         timed_out = arrays["_timestep_"] >= arrays["episode_length"]
         arrays["_done_"][...] = np.where(on_target, TERMINATED, np.where(timed_out, TRUNCATED, 0))
