@@ -66,16 +66,20 @@ def random_actions(wrapper: EnvWrapper, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-def _compared_arrays(wrapper: EnvWrapper) -> list[str]:
+def _state_arrays(wrapper: EnvWrapper) -> list[str]:
+    """The arrays a step reads and writes (not reset twins, pools or log buffers)."""
     skip = (AT_RESET_SUFFIX, FOR_LOG_SUFFIX, POOL_SUFFIX)
-    return [name for name in wrapper.data_manager.array_names
-            if not name.endswith(skip) and name not in wrapper.env.consistency_skip]
+    return [name for name in wrapper.data_manager.array_names if not name.endswith(skip)]
+
+
+def _compared_arrays(wrapper: EnvWrapper) -> list[str]:
+    return [name for name in _state_arrays(wrapper) if name not in wrapper.env.consistency_skip]
 
 
 def host_arrays(wrapper: EnvWrapper) -> dict[str, Any]:
     """Host copies of the env's arrays and scalars, named as the kernel and the reference name them."""
     dm = wrapper.data_manager
-    arrays: dict[str, Any] = {name: dm.pull_data_from_device(name) for name in _compared_arrays(wrapper)}
+    arrays: dict[str, Any] = {name: dm.pull_data_from_device(name) for name in _state_arrays(wrapper)}
     arrays.update({name: dm.meta_info(name) for name in dm.scalar_data_list})
     return arrays
 
