@@ -20,6 +20,7 @@ from warp_drive.function_manager import FunctionManager
 from warp_drive.sampler import random_seed
 
 _MODES = ("if_done", "force_reset")
+BLOCK = 256
 
 
 def words_per_env(data_manager, name: str) -> int:
@@ -40,7 +41,7 @@ class EnvironmentReset:
         self.counter = 0
         self._table: torch.Tensor | None = None
         self._table_key = None
-        self._block = 32
+        self._block = self._grid = self._threads_per_env = 1
 
     def init_reset_pool(self, data_manager=None, seed: int | None = None) -> None:
         """Seed the per-env pool draws (kept for WarpDrive compatibility)."""
@@ -70,9 +71,13 @@ class EnvironmentReset:
             rows = self._rows(data_manager)
             self._table = pointer_table(rows, data_manager.device) if rows else None
             widest = max((r[2] for r in rows), default=1)
-            # Enough threads to cover a row in few passes, no more (idle CPU
-            # "threads" still cost a call each on the cpu executor).
-            self._block = min(256, max(32, (widest + 31) // 32 * 32))
+            # Threads per env: the power of two covering the widest env slice,
+            # at most a block; small envs share a block (idle threads still
+            # cost a call each on the cpu executor, and lanes on a GPU).
+            self._threads_per_env = min(BLOCK, 1 << max(0, widest - 1).bit_length())
+            envs_per_block = min(BLOCK // self._threads_per_env, data_manager.num_envs)
+            self._block = self._threads_per_env * envs_per_block
+            self._grid = -(-data_manager.num_envs // envs_per_block)
             self._table_key = key
         return self._table, 0 if self._table is None else self._table.shape[0]
 
@@ -86,8 +91,9 @@ class EnvironmentReset:
         if n_arrays:
             self.function_manager.launch(
                 "wd_reset_arrays",
-                [table, n_arrays, done, force, self.seed, self.counter],
-                grid=(data_manager.num_envs, 1, 1),
+                [table, n_arrays, done, force, self.seed, self.counter, data_manager.num_envs,
+                 self._threads_per_env],
+                grid=(self._grid, 1, 1),
                 block=(self._block, 1, 1),
             )
             self.counter += 1

@@ -27,17 +27,21 @@
 // integers -- u = k * 2^-24 with k = (bits >> 8) + 1 -- so it equals the exact
 // real product that a float64 reference computes.
 //
-// grid = (n_envs, 1, 1) -- a grid with gridDim.y > 1 also works and splits each
-// env's words over more blocks -- block = (B, 1, 1) for any B.
+// Layout: `threads_per_env` consecutive threads of a block share one env and
+// stride over its words; a block of B threads covers B / threads_per_env envs
+// (B must be a multiple of it). Small envs (single-agent, a few words) then
+// share blocks instead of each taking a block of mostly idle threads, and the
+// threads of an env that is not done return at once. grid = ceil(n_envs /
+// (B / threads_per_env)).
 extern "C" __global__ void wd_reset_arrays(const unsigned long long* __restrict__ table, int n_arrays,
                                            const int* __restrict__ done, int force, unsigned long long seed,
-                                           unsigned long long counter) {
-  unsigned int env = blockIdx.x;
-  if (!force && !done[env]) return;  // uniform across the block: no barrier is involved
-  unsigned int draw = wd_random_bits(seed, counter, env, WD_RESET_POOL_DOMAIN).x;
+                                           unsigned long long counter, int n_envs, int threads_per_env) {
+  const unsigned int lane = threadIdx.x % threads_per_env;
+  const unsigned long long env =
+      (unsigned long long)blockIdx.x * (blockDim.x / threads_per_env) + threadIdx.x / threads_per_env;
+  if (env >= (unsigned long long)n_envs || (!force && !done[env])) return;  // no barrier is involved
+  unsigned int draw = wd_random_bits(seed, counter, (unsigned int)env, WD_RESET_POOL_DOMAIN).x;
   unsigned long long k = (unsigned long long)(draw >> 8) + 1ull;  // u = k * 2^-24 in (0, 1]
-  unsigned long long first = (unsigned long long)blockIdx.y * blockDim.x + threadIdx.x;
-  unsigned long long stride = (unsigned long long)gridDim.y * blockDim.x;
   for (int a = 0; a < n_arrays; ++a) {
     unsigned int* dst = reinterpret_cast<unsigned int*>(table[4 * a + 0]);
     const unsigned int* src = reinterpret_cast<const unsigned int*>(table[4 * a + 1]);
@@ -49,9 +53,9 @@ extern "C" __global__ void wd_reset_arrays(const unsigned long long* __restrict_
       src_row = (k * pool_size) >> 24;
       if (src_row > pool_size - 1) src_row = pool_size - 1;
     }
-    unsigned int* d = dst + (unsigned long long)env * words;
+    unsigned int* d = dst + env * words;
     const unsigned int* s = src + src_row * words;
-    for (unsigned long long i = first; i < words; i += stride) d[i] = s[i];
+    for (unsigned long long i = lane; i < words; i += threads_per_env) d[i] = s[i];
   }
 }
 
