@@ -28,7 +28,7 @@ test: setup
 	$(VPY) -m pytest -q
 
 train: setup
-	$(VPY) -m warp_drive.demo
+	$(VPY) -m warp_drive train --config tag_continuous_small
 
 clean:
 	rm -rf build dist .eggs .pytest_cache

@@ -1,0 +1,15 @@
+"""Training layer: typed YAML run configs, A2C/PPO on the device rollouts, logging, checkpoints.
+
+Entry points are ``warp_drive.training.run.train`` / ``evaluate`` and the
+``warp-drive`` command line (``warp_drive/cli.py``). Submodules are imported
+explicitly (``from warp_drive.training.config import load_config``) so that
+reading a config or listing shipped configs does not import torch.
+
+* ``config``: run config dataclasses, YAML loading, ``--set`` overrides, validation
+* ``configs/``: shipped run configs, one per example environment
+* ``schedules``: constant / linear / piecewise-linear hyper-parameter schedules
+* ``models``: actor-critic networks and the model registry
+* ``algorithms``, ``trainer``: GAE, the A2C and PPO updates, the training loop
+* ``metrics``, ``checkpoint``, ``render``: CSV/TensorBoard logs, checkpoints, episode GIFs
+* ``run``: ``train()`` and ``evaluate()``
+"""

@@ -1,0 +1,154 @@
+"""Returns, advantages and the A2C / PPO updates.
+
+What WarpDrive got wrong and this module does right (§4.4 and §9 of the
+reference): its "PPO" reused the current log-probabilities as the old ones, so
+the ratio was always 1 and PPO was A2C; its returns dropped the last reward
+and never bootstrapped from the state after the batch; and a time-limit
+truncation was treated as a termination. Here:
+
+* GAE(λ) over the rollout, bootstrapping from ``V(s_{t+1})`` at every step
+  except where the episode *terminated*; at a *truncation* the bootstrap value
+  is the value of the final observation (before the reset), and the GAE trace
+  is cut at every episode end;
+* PPO keeps the behaviour log-probabilities of the rollout, clips the ratio,
+  runs several epochs over shuffled minibatches, optionally clips the value
+  loss, normalises advantages per minibatch, adds an entropy bonus, clips the
+  global gradient norm and can stop early on an approximate-KL threshold;
+* A2C is the same update with one full-batch gradient step and the plain
+  policy-gradient loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    ended: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns for a ``(T, B)`` rollout.
+
+    ``next_values[t]`` is ``V(s_{t+1})``: the value of the observation right
+    after step ``t`` (for a step that ended an episode by truncation, the final
+    observation before the reset). ``terminated[t]`` says that step ``t`` ended
+    its episode in a terminal state (no bootstrap); ``ended[t]`` that it ended
+    the episode either way (the advantage trace stops there).
+    """
+    not_terminated = 1.0 - terminated.float()
+    continues = 1.0 - ended.float()
+    deltas = rewards + gamma * next_values * not_terminated - values
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros_like(rewards[0])
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        running = deltas[t] + gamma * gae_lambda * continues[t] * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
+    """1 - Var(target - predicted) / Var(target); NaN when the target is constant."""
+    var = target.var()
+    return float("nan") if float(var) == 0.0 else float(1.0 - (target - predicted).var() / var)
+
+
+@dataclass
+class Batch:
+    """One policy's flattened rollout (every tensor has the sample dimension first)."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]
+
+    def take(self, index: torch.Tensor) -> "Batch":
+        return Batch(*(getattr(self, f)[index] for f in ("obs", "actions", "logprobs", "values", "advantages",
+                                                        "returns")))
+
+
+def policy_update(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    *,
+    algorithm: str,
+    clip_param: float,
+    clip_value_loss: bool,
+    entropy_coef: float,
+    vf_coef: float,
+    max_grad_norm: float | None,
+    normalize_advantage: bool,
+    num_epochs: int,
+    num_minibatches: int,
+    target_kl: float | None,
+    generator: torch.Generator,
+) -> dict[str, float]:
+    """Run the A2C or PPO update on ``batch``; return the losses and diagnostics."""
+    ppo = algorithm == "PPO"
+    n = len(batch)
+    minibatch = max(1, n // num_minibatches)
+    sums: dict[str, float] = {}
+    updates = 0
+    stop = False
+    for _ in range(num_epochs):
+        order = torch.randperm(n, generator=generator).to(batch.obs.device) if num_minibatches > 1 \
+            else torch.arange(n, device=batch.obs.device)
+        for start in range(0, n - minibatch + 1, minibatch):
+            mb = batch.take(order[start:start + minibatch])
+            dist, value = model(mb.obs)
+            logprob = dist.log_prob(mb.actions)
+            entropy = dist.entropy().mean()
+            log_ratio = logprob - mb.logprobs
+            ratio = log_ratio.exp()
+            advantages = mb.advantages
+            if normalize_advantage and advantages.numel() > 1:
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            if ppo:
+                policy_loss = torch.max(-advantages * ratio,
+                                        -advantages * ratio.clamp(1.0 - clip_param, 1.0 + clip_param)).mean()
+            else:
+                policy_loss = -(advantages * logprob).mean()
+            if ppo and clip_value_loss:
+                clipped = mb.values + (value - mb.values).clamp(-clip_param, clip_param)
+                value_loss = 0.5 * torch.max((value - mb.returns) ** 2, (clipped - mb.returns) ** 2).mean()
+            else:
+                value_loss = 0.5 * ((value - mb.returns) ** 2).mean()
+            loss = policy_loss - entropy_coef * entropy + vf_coef * value_loss
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm if max_grad_norm else float("inf"))
+            optimizer.step()
+
+            with torch.no_grad():
+                approx_kl = ((ratio - 1.0) - log_ratio).mean()
+                clipfrac = ((ratio - 1.0).abs() > clip_param).float().mean()
+            step_metrics = {
+                "policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
+                "approx_kl": approx_kl.item(), "clipfrac": clipfrac.item(), "grad_norm": float(grad_norm),
+            }
+            for key, value_ in step_metrics.items():
+                sums[key] = sums.get(key, 0.0) + value_
+            updates += 1
+            if ppo and target_kl is not None and step_metrics["approx_kl"] > target_kl:
+                stop = True
+                break
+        if stop:
+            break
+    metrics = {key: total / updates for key, total in sums.items()}
+    metrics["updates"] = float(updates)
+    metrics["explained_variance"] = explained_variance(batch.values, batch.returns)
+    return metrics

@@ -1,0 +1,177 @@
+"""GIFs of Tag episodes, for ``warp-drive evaluate --render``.
+
+Drawn with an explicit ``matplotlib.figure.Figure`` on a ``FigureCanvasAgg``
+instead of ``pyplot``: no global figure registry, no backend switch that would
+change the caller's interactive matplotlib session, and it works headless.
+Frames are written by ``PillowWriter`` (Pillow is a dependency already).
+
+Each frame shows the positions after step ``t`` (frame 0 is the reset state),
+so an episode of T steps gives T + 1 frames. The time counter in the title
+also keeps consecutive frames distinct -- Pillow merges identical GIF frames,
+which would otherwise make frame counts depend on whether agents moved.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["render_tag_episode", "render_gridworld_episode"]
+
+TAGGER_STYLE = dict(color="#d62728", marker="^", label="tagger")
+RUNNER_STYLE = dict(color="#1f77b4", marker="o", label="runner")
+TAGGED_COLOR = "#b0b0b0"
+FIGSIZE = (4.0, 4.0)
+DPI = 80
+
+
+def _as_episode(xs: Any, ys: Any, is_tagger: Any, active: Any | None):
+    """Validate shapes: positions ``(T+1, N)``, ``is_tagger (N,)``, ``active (T+1, N)`` (default all True)."""
+    xs = np.asarray(xs, dtype=np.float64)
+    ys = np.asarray(ys, dtype=np.float64)
+    if xs.ndim != 2 or xs.shape != ys.shape or xs.shape[0] < 1:
+        raise ValueError(f"xs and ys must both have shape (T+1, N) with T+1 >= 1; got {xs.shape} and {ys.shape}")
+    is_tagger = np.asarray(is_tagger, dtype=bool).reshape(-1)
+    if is_tagger.shape != (xs.shape[1],):
+        raise ValueError(f"is_tagger must have shape (N,) = ({xs.shape[1]},), got {is_tagger.shape}")
+    if active is None:
+        active = np.ones(xs.shape, dtype=bool)
+    else:
+        active = np.asarray(active, dtype=bool)
+        if active.shape != xs.shape:
+            raise ValueError(f"active must have the positions' shape {xs.shape}, got {active.shape}")
+    return xs, ys, is_tagger, active
+
+
+def _write_gif(
+    out_path: str | os.PathLike,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    is_tagger: np.ndarray,
+    active: np.ndarray,
+    limits: tuple[float, float],
+    fps: float,
+    title: str,
+    grid_cells: int | None = None,
+    marker_size: float = 60.0,
+) -> Path:
+    from matplotlib.animation import PillowWriter
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    if fps <= 0:
+        raise ValueError(f"fps must be > 0, got {fps}")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    n_frames = xs.shape[0]
+    taggers, runners = np.flatnonzero(is_tagger), np.flatnonzero(~is_tagger)
+
+    fig = Figure(figsize=FIGSIZE, dpi=DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xlim(*limits)
+    ax.set_ylim(*limits)
+    ax.set_aspect("equal")
+    ax.tick_params(labelsize=7)
+    if grid_cells is not None:  # cell borders at half-integers
+        ticks = np.arange(grid_cells + 1) - 0.5
+        ax.set_xticks(ticks, minor=True)
+        ax.set_yticks(ticks, minor=True)
+        ax.grid(which="minor", color="#e0e0e0", linewidth=0.6)
+        ax.tick_params(which="minor", length=0)
+    # Runners below taggers, so a tagger standing on a runner stays visible.
+    runner_art = ax.scatter(xs[0, runners], ys[0, runners], s=marker_size, marker=RUNNER_STYLE["marker"],
+                            c=RUNNER_STYLE["color"], edgecolors="k", linewidths=0.4, zorder=2)
+    tagger_art = ax.scatter(xs[0, taggers], ys[0, taggers], s=marker_size * 1.2, marker=TAGGER_STYLE["marker"],
+                            c=TAGGER_STYLE["color"], edgecolors="k", linewidths=0.4, zorder=3)
+    handles = [
+        Line2D([], [], linestyle="", marker=TAGGER_STYLE["marker"], color=TAGGER_STYLE["color"], label="tagger"),
+        Line2D([], [], linestyle="", marker=RUNNER_STYLE["marker"], color=RUNNER_STYLE["color"], label="runner"),
+    ]
+    if not active.all():
+        handles.append(Line2D([], [], linestyle="", marker="o", color=TAGGED_COLOR, label="tagged out"))
+    ax.legend(handles=handles, loc="upper right", fontsize=6, framealpha=0.7)
+    heading = ax.set_title("", fontsize=9)
+    prefix = f"{title}  " if title else ""
+    width = len(str(n_frames - 1))
+
+    writer = PillowWriter(fps=fps)
+    with writer.saving(fig, str(out_path), dpi=DPI):
+        for t in range(n_frames):
+            runner_art.set_offsets(np.column_stack([xs[t, runners], ys[t, runners]]))
+            tagger_art.set_offsets(np.column_stack([xs[t, taggers], ys[t, taggers]]))
+            runner_art.set_facecolors([RUNNER_STYLE["color"] if a else TAGGED_COLOR for a in active[t, runners]])
+            tagger_art.set_facecolors([TAGGER_STYLE["color"] if a else TAGGED_COLOR for a in active[t, taggers]])
+            n_left = int(active[t, runners].sum())
+            heading.set_text(f"{prefix}t = {t:>{width}d}/{n_frames - 1}   runners left: {n_left}/{len(runners)}")
+            writer.grab_frame()
+    return out_path
+
+
+def render_tag_episode(
+    out_path: str | os.PathLike,
+    xs: Any,
+    ys: Any,
+    is_tagger: Any,
+    active: Any | None,
+    grid_length: float,
+    fps: float = 10,
+    title: str = "",
+) -> Path:
+    """GIF of a continuous Tag episode on ``[0, grid_length]^2``.
+
+    ``xs``, ``ys``: ``(T+1, N)`` positions; ``is_tagger``: ``(N,)``;
+    ``active``: ``(T+1, N)`` still-in-the-game flags (tagged-out runners are
+    drawn grey), or None when everyone stays in. Returns the GIF's path.
+    """
+    xs, ys, is_tagger, active = _as_episode(xs, ys, is_tagger, active)
+    if not grid_length > 0:
+        raise ValueError(f"grid_length must be > 0, got {grid_length}")
+    pad = 0.03 * float(grid_length)
+    return _write_gif(out_path, xs, ys, is_tagger, active, (-pad, float(grid_length) + pad), fps, title)
+
+
+def _fan_out(xs: np.ndarray, ys: np.ndarray, radius: float = 0.22) -> tuple[np.ndarray, np.ndarray]:
+    """Spread agents that share a cell on a small circle around its centre; lone agents stay centred."""
+    xs, ys = xs.copy(), ys.copy()
+    for t in range(xs.shape[0]):
+        cells: dict[tuple[float, float], list[int]] = {}
+        for i, key in enumerate(zip(xs[t], ys[t])):
+            cells.setdefault(key, []).append(i)
+        for members in cells.values():
+            k = len(members)
+            if k > 1:
+                angle = 2 * np.pi * np.arange(k) / k
+                xs[t, members] += radius * np.cos(angle)
+                ys[t, members] += radius * np.sin(angle)
+    return xs, ys
+
+
+def render_gridworld_episode(
+    out_path: str | os.PathLike,
+    xs: Any,
+    ys: Any,
+    is_tagger: Any,
+    grid_length: int,
+    fps: float = 5,
+    title: str = "",
+    active: Any | None = None,
+) -> Path:
+    """GIF of a gridworld Tag episode: integer cells ``0 .. grid_length`` per axis.
+
+    ``xs``, ``ys``: ``(T+1, N)`` cell coordinates; ``active`` optional as in
+    ``render_tag_episode``. Agents sharing a cell (all taggers start on one)
+    are fanned out around the cell centre so each stays visible.
+    """
+    xs, ys, is_tagger, active = _as_episode(xs, ys, is_tagger, active)
+    if int(grid_length) != grid_length or grid_length < 1:
+        raise ValueError(f"grid_length must be a positive integer, got {grid_length}")
+    xs, ys = _fan_out(xs, ys)
+    cells = int(grid_length) + 1
+    marker = max(12.0, 60.0 * (11 / cells) ** 2) if cells > 11 else 60.0
+    return _write_gif(out_path, xs, ys, is_tagger, active, (-0.5, cells - 0.5), fps, title, grid_cells=cells,
+                      marker_size=marker)

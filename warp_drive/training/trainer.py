@@ -1,0 +1,378 @@
+"""``Trainer``: on-device rollouts and A2C / PPO updates for every policy of an env.
+
+Each policy (e.g. ``tagger`` and ``runner``, or one ``shared``) owns a model, an
+optimizer and a set of agents. One iteration:
+
+1. rollout, ``rollout_length`` steps: each policy runs its model on its agents'
+   observation tensors, the on-device sampler writes the env's action array in
+   place (Box actions are drawn by torch on the device), one launch steps all
+   envs, rewards and done flags are recorded into ``(T, E, N_policy)`` device
+   buffers, and done envs are reset by kernels — nothing is copied to the host;
+2. update: GAE(λ) with the truncation/termination distinction (the value of a
+   truncated episode's final observation is the bootstrap), then the A2C or
+   PPO update of ``algorithms.policy_update``.
+
+A single seed makes a run reproducible on the cpu executor; checkpoints hold
+everything needed to continue with the same metrics (models, optimizers, env
+arrays, sampler/reset counters, RNG states, episode accumulators).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from warp_drive.data_feed import DataFeed
+from warp_drive.env_wrapper import EnvWrapper
+from warp_drive.environment import TERMINATED, TRUNCATED
+from warp_drive.sampler import Sampler
+from warp_drive.training.algorithms import Batch, compute_gae, policy_update
+from warp_drive.training.models import create_model
+from warp_drive.training.schedules import Schedule
+
+ENV_ACTIONS = "sampled_actions"
+
+
+@dataclass
+class Policy:
+    """A policy's model, optimizer, agents and rollout buffers."""
+
+    tag: str
+    config: Any
+    agent_ids: list[int]
+    index: torch.Tensor
+    obs_dim: int
+    action_space: spaces.Space
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    lr: Schedule
+    entropy_coef: Schedule
+    action_name: str  # the DataManager array the sampler writes (discrete)
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
+    running_return: torch.Tensor | None = None
+    finished_return_sum: torch.Tensor | None = None
+    finished_count: torch.Tensor | None = None
+
+    @property
+    def discrete(self) -> bool:
+        return not isinstance(self.action_space, spaces.Box)
+
+    @property
+    def covers_all_agents(self) -> bool:
+        return self.agent_ids == list(range(len(self.agent_ids))) and self.action_name == ENV_ACTIONS
+
+
+def _space_signature(space: spaces.Space) -> tuple:
+    if isinstance(space, spaces.Box):
+        return ("Box", space.shape, tuple(np.ravel(space.low)), tuple(np.ravel(space.high)))
+    if isinstance(space, spaces.MultiDiscrete):
+        return ("MultiDiscrete", tuple(space.nvec))
+    return ("Discrete", int(space.n))
+
+
+def default_policy_map(env_wrapper: EnvWrapper, policy_tags: list[str]) -> dict[str, list[int]]:
+    """One tag: all agents. Several: they must be the env's agent groups."""
+    if len(policy_tags) == 1:
+        return {policy_tags[0]: list(range(env_wrapper.num_agents))}
+    groups = env_wrapper.env.agent_groups()
+    if set(groups) != set(policy_tags):
+        raise ValueError(
+            f"the config defines policies {sorted(policy_tags)}, but {env_wrapper.name} groups its agents as "
+            f"{sorted(groups)}; name the policies after the groups, or use one policy for all agents"
+        )
+    return {tag: list(groups[tag]) for tag in policy_tags}
+
+
+class Trainer:
+    def __init__(self, env_wrapper: EnvWrapper, config, policy_tag_to_agent_id_map: dict | None = None):
+        self.env = env_wrapper
+        self.config = config
+        self.device = env_wrapper.data_manager.device
+        trainer = config.trainer
+        self.num_envs = env_wrapper.num_envs
+        self.rollout_length = trainer.rollout_length
+        self.batch_env_steps = self.num_envs * self.rollout_length
+        self.num_iterations = trainer.total_steps // self.batch_env_steps
+        self.iteration = 0
+        self.env_steps = 0
+        torch.manual_seed(trainer.seed)
+        self.generator = torch.Generator().manual_seed(trainer.seed)
+        self.sampler = Sampler(env_wrapper.function_manager, seed=trainer.seed)
+        policy_map = policy_tag_to_agent_id_map or default_policy_map(env_wrapper, list(config.policy))
+        self._check_policy_map(policy_map)
+        self.policies = {tag: self._make_policy(tag, sorted(ids)) for tag, ids in policy_map.items()}
+        self._allocate_buffers()
+        self.timers = dict.fromkeys(("inference", "sampling", "env_step", "reset", "update"), 0.0)
+
+    # ------------------------------------------------------------------ setup
+    def _check_policy_map(self, policy_map: dict) -> None:
+        seen = [a for ids in policy_map.values() for a in ids]
+        if sorted(seen) != list(range(self.env.num_agents)):
+            raise ValueError(f"every agent 0..{self.env.num_agents - 1} must belong to exactly one policy; "
+                             f"got {policy_map}")
+        missing = set(policy_map) - set(self.config.policy)
+        if missing:
+            raise ValueError(f"policies {sorted(missing)} have no section under 'policy' in the config")
+
+    def _make_policy(self, tag: str, agent_ids: list[int]) -> Policy:
+        env = self.env.env
+        obs_spaces = {_space_signature(env.observation_space(a)) for a in agent_ids}
+        act_spaces = {_space_signature(env.action_space(a)) for a in agent_ids}
+        if len(obs_spaces) != 1 or len(act_spaces) != 1:
+            raise ValueError(f"policy {tag!r}: its agents must share one observation and one action space")
+        obs_dim = int(np.prod(env.observation_space(agent_ids[0]).shape))
+        action_space = env.action_space(agent_ids[0])
+        cfg = self.config.policy[tag]
+        model = create_model(cfg.model, obs_dim, action_space).to(self.device)
+        total = self.config.trainer.total_steps
+        lr = Schedule.parse(cfg.lr, total)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
+        policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device), obs_dim, action_space,
+                        model, optimizer, lr, Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS)
+        if policy.discrete:
+            self._register_discrete_actions(policy)
+        return policy
+
+    def _register_discrete_actions(self, policy: Policy) -> None:
+        dm = self.env.data_manager
+        sizes = [int(policy.action_space.n)] if isinstance(policy.action_space, spaces.Discrete) \
+            else [int(n) for n in policy.action_space.nvec]
+        if policy.agent_ids != list(range(self.env.num_agents)):
+            # The sampler writes this policy's own array; the trainer scatters it into the env's.
+            policy.action_name = f"{ENV_ACTIONS}_{policy.tag}"
+            shape = (self.num_envs, len(policy.agent_ids)) + ((len(sizes),) if len(sizes) > 1 else ())
+            feed = DataFeed()
+            feed.add_data(policy.action_name, np.zeros(shape, np.int32))
+            dm.push_data_to_device(feed)
+        self.sampler.register_actions(dm, policy.action_name, sizes if len(sizes) > 1 else sizes[0])
+
+    def _allocate_buffers(self) -> None:
+        T, E = self.rollout_length, self.num_envs
+        self.done_buffer = torch.zeros((T, E), dtype=torch.int32, device=self.device)
+        for p in self.policies.values():
+            B = E * len(p.agent_ids)
+            heads = 1 if isinstance(p.action_space, spaces.Discrete) else (
+                len(p.action_space.nvec) if p.discrete else int(np.prod(p.action_space.shape)))
+            p.buffers = {
+                "obs": torch.zeros((T, B, p.obs_dim), device=self.device),
+                "final_obs": torch.zeros((T, B, p.obs_dim), device=self.device),
+                "actions": torch.zeros((T, B, heads), dtype=torch.int64 if p.discrete else torch.float32,
+                                       device=self.device),
+                "logprobs": torch.zeros((T, B), device=self.device),
+                "values": torch.zeros((T, B), device=self.device),
+                "rewards": torch.zeros((T, B), device=self.device),
+            }
+            p.running_return = torch.zeros((E, len(p.agent_ids)), device=self.device)
+            p.finished_return_sum = torch.zeros((), device=self.device)
+            p.finished_count = torch.zeros((), device=self.device)
+
+    # ------------------------------------------------------------------ rollout
+    def _policy_obs(self, p: Policy) -> torch.Tensor:
+        obs = self.env.obs
+        selected = obs if p.covers_all_agents else obs.index_select(1, p.index)
+        return selected.reshape(self.num_envs * len(p.agent_ids), p.obs_dim)
+
+    def _act(self, p: Policy, obs: torch.Tensor, greedy: bool = False) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """Choose actions for ``obs``, write them into the env's action array; return (actions, dist, value)."""
+        started = time.perf_counter()
+        dist, value = p.model(obs)
+        self.timers["inference"] += time.perf_counter() - started
+        started = time.perf_counter()
+        dm = self.env.data_manager
+        E, n = self.num_envs, len(p.agent_ids)
+        env_actions = self.env.actions
+        if p.discrete:
+            probs = [h.reshape(E, n, -1) for h in dist.probs_per_head()]
+            self.sampler.sample(dm, probs if len(probs) > 1 else probs[0], p.action_name, argmax=greedy)
+            written = dm.data_on_device_via_torch(p.action_name)
+            if not p.covers_all_agents:
+                env_actions.index_copy_(1, p.index, written)
+            actions = written.reshape(E * n, -1).long()
+        else:
+            actions = dist.mode() if greedy else dist.sample()
+            low = torch.as_tensor(p.action_space.low, device=self.device).reshape(1, -1)
+            high = torch.as_tensor(p.action_space.high, device=self.device).reshape(1, -1)
+            clipped = torch.maximum(torch.minimum(actions, high), low).reshape(E, n, *env_actions.shape[2:])
+            env_actions.index_copy_(1, p.index, clipped.to(env_actions.dtype))
+        self.timers["sampling"] += time.perf_counter() - started
+        return actions, dist, value
+
+    @torch.no_grad()
+    def collect_rollout(self) -> None:
+        for t in range(self.rollout_length):
+            for p in self.policies.values():
+                obs = self._policy_obs(p)
+                p.model.update_obs_normalization(obs)
+                actions, dist, value = self._act(p, obs)
+                buf = p.buffers
+                buf["obs"][t] = obs
+                buf["actions"][t] = actions.reshape(buf["actions"].shape[1:]).to(buf["actions"].dtype)
+                buf["logprobs"][t] = dist.log_prob(actions)
+                buf["values"][t] = value
+            started = time.perf_counter()
+            self.env.step_all_envs()
+            self.timers["env_step"] += time.perf_counter() - started
+            done = self.env.done
+            self.done_buffer[t] = done
+            ended = (done > 0).unsqueeze(1)
+            for p in self.policies.values():
+                rewards = self.env.rewards if p.covers_all_agents else self.env.rewards.index_select(1, p.index)
+                p.buffers["rewards"][t] = rewards.reshape(-1)
+                p.buffers["final_obs"][t] = self._policy_obs(p)  # before the reset: bootstraps truncations
+                p.running_return += rewards
+                per_env = p.running_return.mean(dim=1, keepdim=True)
+                p.finished_return_sum += (per_env * ended).sum()
+                p.finished_count += ended.sum()
+                p.running_return *= ~ended
+            started = time.perf_counter()
+            self.env.reset_only_done_envs()
+            self.timers["reset"] += time.perf_counter() - started
+        self.env_steps += self.batch_env_steps
+
+    # ------------------------------------------------------------------ update
+    def _advantages(self, p: Policy) -> tuple[torch.Tensor, torch.Tensor]:
+        buf = p.buffers
+        n = len(p.agent_ids)
+        done = self.done_buffer.repeat_interleave(n, dim=1)  # (T, E * n): agents of an env in a row
+        with torch.no_grad():
+            last_value = p.model.value(self._policy_obs(p))
+            next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
+            truncated = done == TRUNCATED
+            if bool(truncated.any()):  # one host sync per iteration
+                next_values[truncated] = p.model.value(buf["final_obs"][truncated])
+        cfg = p.config
+        return compute_gae(buf["rewards"], buf["values"], next_values, done == TERMINATED, done > 0, cfg.gamma,
+                           cfg.gae_lambda)
+
+    def update(self) -> dict[str, float]:
+        started = time.perf_counter()
+        metrics: dict[str, float] = {}
+        for p in self.policies.values():
+            cfg = p.config
+            if not cfg.to_train:
+                continue
+            for group in p.optimizer.param_groups:
+                group["lr"] = p.lr.value(self.env_steps)
+            advantages, returns = self._advantages(p)
+            buf = p.buffers
+            batch = Batch(
+                obs=buf["obs"].reshape(-1, p.obs_dim),
+                actions=buf["actions"].reshape(-1, buf["actions"].shape[-1]),
+                logprobs=buf["logprobs"].reshape(-1),
+                values=buf["values"].reshape(-1),
+                advantages=advantages.reshape(-1),
+                returns=returns.reshape(-1),
+            )
+            result = policy_update(
+                p.model, p.optimizer, batch, algorithm=cfg.algorithm, clip_param=cfg.clip_param,
+                clip_value_loss=cfg.clip_value_loss, entropy_coef=p.entropy_coef.value(self.env_steps),
+                vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, normalize_advantage=cfg.normalize_advantage,
+                num_epochs=cfg.num_epochs, num_minibatches=cfg.num_minibatches, target_kl=cfg.target_kl,
+                generator=self.generator,
+            )
+            for key, value in result.items():
+                metrics[f"losses/{key}/{p.tag}"] = value
+            metrics[f"charts/learning_rate/{p.tag}"] = p.optimizer.param_groups[0]["lr"]
+        self.timers["update"] += time.perf_counter() - started
+        return metrics
+
+    def episode_metrics(self, reset: bool = True) -> dict[str, float]:
+        """Mean episodic return per policy since the last call (mean over the policy's agents)."""
+        out = {}
+        for p in self.policies.values():
+            count = float(p.finished_count)
+            out[f"charts/episodic_return/{p.tag}"] = float(p.finished_return_sum) / count if count else float("nan")
+            out[f"charts/episodes/{p.tag}"] = count
+            if reset:
+                p.finished_return_sum.zero_()
+                p.finished_count.zero_()
+        return out
+
+    def iterate(self) -> dict[str, float]:
+        """One rollout and one update; returns the iteration's metrics."""
+        for key in self.timers:
+            self.timers[key] = 0.0
+        started = time.perf_counter()
+        self.collect_rollout()
+        metrics = self.update()
+        self.env.backend.synchronize()
+        elapsed = time.perf_counter() - started
+        self.iteration += 1
+        metrics["charts/SPS"] = self.batch_env_steps / elapsed
+        metrics.update({f"time/{k}": v for k, v in self.timers.items()})
+        metrics["time/iteration"] = elapsed
+        return metrics
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        dm = self.env.data_manager
+        return {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "models": {t: p.model.state_dict() for t, p in self.policies.items()},
+            "optimizers": {t: p.optimizer.state_dict() for t, p in self.policies.items()},
+            "accumulators": {t: (p.running_return.cpu(), p.finished_return_sum.cpu(), p.finished_count.cpu())
+                             for t, p in self.policies.items()},
+            "sampler": self.sampler.state_dict(),
+            "reset": self.env.env_resetter.state_dict(),
+            "env_arrays": {n: dm.data_on_device_via_torch(n).cpu().clone() for n in dm.array_names},
+            "torch_rng": torch.get_rng_state(),
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.iteration, self.env_steps = int(state["iteration"]), int(state["env_steps"])
+        for tag, p in self.policies.items():
+            p.model.load_state_dict(state["models"][tag])
+            p.optimizer.load_state_dict(state["optimizers"][tag])
+            running, total, count = state["accumulators"][tag]
+            p.running_return.copy_(running)
+            p.finished_return_sum.copy_(total)
+            p.finished_count.copy_(count)
+        self.sampler.load_state_dict(state["sampler"])
+        self.env.env_resetter.load_state_dict(state["reset"])
+        dm = self.env.data_manager
+        for name, values in state["env_arrays"].items():
+            dm.data_on_device_via_torch(name).copy_(values)
+        torch.set_rng_state(state["torch_rng"])
+        self.generator.set_state(state["generator"])
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def run_episodes(self, greedy: bool = True, record: tuple[str, ...] = ()) -> dict[str, Any]:
+        """Play one episode in every env (from a fresh reset) and return each policy's mean
+        episodic return; optionally record arrays of env 0 at every step."""
+        self.env.reset_all_envs()
+        E = self.num_envs
+        returns = {t: torch.zeros((E, len(p.agent_ids)), device=self.device) for t, p in self.policies.items()}
+        finished = torch.zeros(E, dtype=torch.bool, device=self.device)
+        dm = self.env.data_manager
+        frames = {name: [dm.pull_data_from_device(name)[0].copy()] for name in record}
+        for _ in range(self.env.episode_length):
+            for p in self.policies.values():
+                p.model.eval()
+                self._act(p, self._policy_obs(p), greedy=greedy)
+                p.model.train()
+            self.env.step_all_envs()
+            active = (~finished).unsqueeze(1)
+            for t, p in self.policies.items():
+                rewards = self.env.rewards if p.covers_all_agents else self.env.rewards.index_select(1, p.index)
+                returns[t] += rewards * active
+            if record and not bool(finished[0]):
+                for name in record:
+                    frames[name].append(dm.pull_data_from_device(name)[0].copy())
+            finished |= self.env.done > 0
+            if bool(finished.all()):
+                break
+            self.env.reset_only_done_envs()
+        self.env.reset_all_envs()
+        return {
+            "mean_return": {t: float(r.mean()) for t, r in returns.items()},
+            "frames": {name: np.stack(v) for name, v in frames.items()},
+        }
