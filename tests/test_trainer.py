@@ -40,9 +40,14 @@ def test_tag_continuous_taggers_learn_to_tag():
     assert after > before + 0.5, (before, after)
 
 
+def short_config(name="cartpole", total_iterations=4):
+    return config(name, "trainer.num_envs=8", "trainer.rollout_length=16",
+                  f"trainer.total_steps={8 * 16 * total_iterations}")
+
+
 def short_run(name="cartpole", iterations=3):
-    trainer = build(config(name, "trainer.num_envs=8", "trainer.rollout_length=16",
-                           f"trainer.total_steps={8 * 16 * iterations}"))
+    """``iterations`` iterations of a 4-iteration run (the schedules depend on the run's length)."""
+    trainer = build(short_config(name))
     return trainer, [trainer.iterate() for _ in range(iterations)]
 
 
@@ -62,7 +67,7 @@ def test_resume_from_a_saved_state_continues_with_the_same_metrics(tmp_path):
     uninterrupted, metrics = short_run(iterations=4)
     first, _ = short_run(iterations=2)
     torch.save(first.state_dict(), tmp_path / "state.pt")
-    resumed = build(config("cartpole", "trainer.num_envs=8", "trainer.rollout_length=16", "trainer.total_steps=512"))
+    resumed = build(short_config())
     resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=False))
     later = [resumed.iterate() for _ in range(2)]
     for x, y in zip(metrics[2:], later):
