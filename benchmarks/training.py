@@ -1,0 +1,91 @@
+"""End-to-end training throughput and time to solve CartPole (issue: training).
+
+    python -m benchmarks.training [--quick] [--backend cpu] [--skip-solve]
+
+1. Env steps/s of whole training iterations (inference, sampling, env step,
+   reset, update) for CartPole and Tag at several env counts, with the share
+   of time in each phase (the framework's own overhead should not dominate:
+   model forward/backward is "inference" + "update").
+2. CartPole solved: PPO until the greedy policy's mean return over 100
+   episodes (one in each of 100 envs) reaches 475; reports wall time and env
+   steps (evaluation time excluded).
+Writes ``benchmarks/results/training.csv`` and ``training_cartpole_solve.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from benchmarks.common import machine_description, print_table, write_csv
+from warp_drive.training.config import load_config
+from warp_drive.training.run import build
+
+WORKLOADS = [
+    ("CartPole", "cartpole", [32, 256, 2048], []),
+    ("TagContinuous 2 taggers + 5 runners", "tag_continuous_small", [100, 500, 2000], []),
+    ("TagGridWorld 4 taggers + 1 runner", "tag_gridworld", [100, 1000], []),
+]
+PHASES = ("inference", "sampling", "env_step", "reset", "update")
+
+
+def throughput(config_name: str, num_envs: int, backend: str, iterations: int, extra: list[str]) -> dict:
+    cfg = load_config(config_name, [f"trainer.num_envs={num_envs}", f"trainer.backend={backend}", *extra])
+    steps = cfg.trainer.num_envs * cfg.trainer.rollout_length * (iterations + 1)
+    cfg = load_config(config_name, [f"trainer.num_envs={num_envs}", f"trainer.backend={backend}",
+                                    f"trainer.total_steps={steps}", *extra])
+    trainer = build(cfg)
+    trainer.iterate()  # warm-up: first-touch allocations
+    totals = dict.fromkeys(PHASES, 0.0)
+    elapsed = 0.0
+    for _ in range(iterations):
+        m = trainer.iterate()
+        elapsed += m["time/iteration"]
+        for phase in PHASES:
+            totals[phase] += m[f"time/{phase}"]
+    row = {"envs": num_envs, "agents": trainer.env.num_agents,
+           "env steps/s": trainer.batch_env_steps * iterations / elapsed}
+    row.update({f"% {phase}": 100.0 * totals[phase] / elapsed for phase in PHASES})
+    row["% model fwd+bwd"] = row["% inference"] + row["% update"]
+    return row
+
+
+def solve_cartpole(backend: str, max_steps: int = 2_000_000, target: float = 475.0) -> dict:
+    cfg = load_config("cartpole", [f"trainer.backend={backend}", "trainer.num_envs=100", "trainer.rollout_length=16",
+                                   f"trainer.total_steps={max_steps}", "policy.shared.lr=2.5e-4"])
+    trainer = build(cfg)
+    training_time, score = 0.0, float("nan")
+    while trainer.iteration < trainer.num_iterations:
+        started = time.perf_counter()
+        for _ in range(10):
+            trainer.iterate()
+        training_time += time.perf_counter() - started
+        score = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
+        if score >= target:
+            break
+    return {"solved": score >= target, "greedy mean return (100 episodes)": score, "env steps": trainer.env_steps,
+            "training seconds": training_time, "target": f">= {target} within 600 s"}
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--skip-solve", action="store_true")
+    args = parser.parse_args(argv)
+    rows = []
+    for label, name, env_counts, extra in WORKLOADS:
+        for num_envs in env_counts[:2] if args.quick else env_counts:
+            row = throughput(name, num_envs, args.backend, 1 if args.quick else 3, extra)
+            rows.append({"workload": label, **row})
+    print_table(f"End-to-end training throughput on {machine_description()}", rows)
+    print(f"\nwrote {write_csv('training', rows)}")
+    if not args.skip_solve and not args.quick:
+        solve = solve_cartpole(args.backend)
+        print_table("CartPole with PPO until solved", [solve])
+        print(f"\nwrote {write_csv('training_cartpole_solve', [solve])}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
