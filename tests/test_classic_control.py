@@ -22,7 +22,7 @@ import torch
 from gymnasium.wrappers import TimeLimit
 
 from example_envs.classic_control import Acrobot, CartPole, ContinuousMountainCar, MountainCar, Pendulum
-from example_envs.classic_control.base import sincos32
+from warp_drive.portable_math import sincos32
 from warp_drive.consistency import check, host_arrays
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.environment import THREADS_PER_ENV

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from example_envs.tag_continuous import TagContinuous
-from example_envs.tag_continuous.tag_continuous import sincosf
+from warp_drive.portable_math import sincos32 as sincosf
 from warp_drive.consistency import check
 from warp_drive.env_wrapper import EnvWrapper
 

@@ -18,7 +18,8 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, sincos32
+from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv
+from warp_drive.portable_math import sincos32
 
 _CARTPOLE_PARAMS = {
     "gravity": 9.8,

@@ -41,7 +41,7 @@ Differences from the original, and why (see ``tag_continuous.cu``):
 
 Distances are compared squared (float32); the tag test is ``sqrt(d2) <
 margin``. The NumPy reference reproduces the kernel's float32 arithmetic
-operation by operation, including ``wd_sincosf`` (ported below), so the two
+operation by operation, including ``wd_sincosf`` (``warp_drive.portable_math``), so the two
 agree bit for bit and the consistency tolerance is zero.
 """
 
@@ -52,99 +52,12 @@ from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
 from warp_drive.environment import TERMINATED, TRUNCATED, Environment
+from warp_drive.portable_math import sincos32
 
 F32 = np.float32
 NUM_FEATURES = 7
 TWO_PI = F32(6.28318548202514648)  # float(2 pi), as in the kernel
 EPSILON = 1e-10
-
-
-# ---------------------------------------------------------------------------
-# float32 port of warp_drive/portable_math.h's wd_sincosf (|x| < 800)
-# ---------------------------------------------------------------------------
-# NumPy float32 arithmetic rounds every operation on its own (no FMA), exactly
-# like the wd_f*_rn helpers, so this port returns the kernel's bits.
-
-
-def _two_sum(a, b):
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _fast_two_sum(a, b):
-    s = a + b
-    return s, b - (s - a)
-
-
-def _split(a):
-    c = F32(4097.0) * a
-    h = c - (c - a)
-    return h, a - h
-
-
-def _two_prod(a, b):
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    err = ah * bh - p
-    err = err + ah * bl
-    err = err + al * bh
-    return p, err + al * bl
-
-
-def _mad(a, b, c):
-    return a * b + c
-
-
-def _sincos_kernel(rh, rl, quadrant):
-    z = rh * rh
-    ps = _mad(z, F32(-2.5052108385441720e-08), F32(2.7557319223985891e-06))
-    ps = _mad(z, ps, F32(-1.9841269841269841e-04))
-    ps = _mad(z, ps, F32(8.3333333333333333e-03))
-    ps = _mad(z, ps, F32(-1.6666666666666667e-01))
-    v = z * rh
-    s = rh + (v * ps + rl * (F32(1.0) - F32(0.5) * z))
-    zh, zl = _two_prod(rh, rh)
-    hz = F32(0.5) * zh
-    w = F32(1.0) - hz
-    corr = (F32(1.0) - w) - hz
-    pc = _mad(z, F32(-2.7557319223985891e-07), F32(2.4801587301587302e-05))
-    pc = _mad(z, pc, F32(-1.3888888888888889e-03))
-    pc = _mad(z, pc, F32(4.1666666666666667e-02))
-    pc = (z * z) * pc
-    c = w + (corr + (pc - (F32(0.5) * zl + rh * rl)))
-    q = quadrant & 3
-    sin = np.select([q == 0, q == 1, q == 2], [s, c, -s], -c)
-    cos = np.select([q == 0, q == 1, q == 2], [c, -s, -c], s)
-    return sin.astype(F32), cos.astype(F32)
-
-
-def sincosf(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``wd_sincosf`` on a float32 array with ``|x| < 800`` (the kernel's angles are in [0, 2 pi])."""
-    x = np.asarray(x, dtype=F32)
-    ax = np.abs(x)
-    if not (ax < F32(800.0)).all():
-        raise ValueError("sincosf port: |x| must be below 800 (the Cody-Waite range)")
-    with np.errstate(over="ignore", invalid="ignore"):
-        t = x * F32(0.6366197466850281)
-        quadrant = np.trunc(t + np.where(t < 0, F32(-0.5), F32(0.5))).astype(np.int32)
-        fn = quadrant.astype(F32)
-        rh, rl = _two_sum(x, -(fn * F32(1.57073974609375)))
-        rh, e = _two_sum(rh, -(fn * F32(5.657970905303955e-05)))
-        rl = rl + e
-        rh, e = _two_sum(rh, -(fn * F32(9.920881893776823e-10)))
-        rl = rl + e
-        rh, e = _two_sum(rh, -(fn * F32(5.390302953474238e-15)))
-        rl = rl + e
-        rh, rl = _fast_two_sum(rh, rl)
-        direct = ax <= F32(0.785398185253143310546875)  # no reduction below float(pi/4)
-        rh = np.where(direct, x, rh)
-        rl = np.where(direct, F32(0.0), rl)
-        quadrant = np.where(direct, 0, quadrant)
-        sin, cos = _sincos_kernel(rh, rl, quadrant)
-    tiny = ax < F32(2.44140625e-04)  # 2^-12: sin x = x, cos x = 1
-    return np.where(tiny, x, sin), np.where(tiny, F32(1.0), cos)
 
 
 # ---------------------------------------------------------------------------
@@ -548,7 +461,7 @@ class TagContinuous(Environment):
         speed = np.where(speed > top_speed, top_speed, speed)
         speed = np.where(in_game, speed, F32(0.0))
         acc = np.where((speed <= 0) | (speed >= top_speed), F32(0.0), acc)
-        sin, cos = sincosf(direction)
+        sin, cos = sincos32(direction)
         x = arrays["loc_x"] + speed * cos
         y = arrays["loc_y"] + speed * sin
         length = F32(arrays["grid_length"])

@@ -9,6 +9,7 @@ silently corrupt device memory.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Sequence
 
 import numpy as np
@@ -102,3 +103,43 @@ def check_arguments(signature: KernelSignature, args: Sequence[Any], device: tor
         else:
             checked.append(convert_scalar(signature, index, param, value))
     return checked
+
+
+# The C type holding a scalar parameter's value (a pointer parameter is a c_void_p).
+CTYPE_OF_DTYPE = {
+    np.dtype(np.float32): ctypes.c_float,
+    np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.int8): ctypes.c_int8,
+    np.dtype(np.uint8): ctypes.c_uint8,
+    np.dtype(np.bool_): ctypes.c_bool,
+}
+
+
+class PackedArguments:
+    """Checked arguments as a ``void*`` array of pointers to their values.
+
+    The layout both executors launch with (the cpu runtime's thread functions
+    and CUDA's ``kernelParams``): packed once per binding, so a launch is one
+    foreign call. The tensors are kept alive as long as the packed pointers.
+    """
+
+    def __init__(self, signature: KernelSignature, checked: list):
+        self.signature = signature
+        self._keep_alive = checked
+        self._slots = [ctypes.c_void_p(value.data_ptr()) if param.pointer else CTYPE_OF_DTYPE[param.dtype](value.item())
+                       for param, value in zip(signature.params, checked)]
+        self._argv = (ctypes.c_void_p * max(1, len(self._slots)))(*[ctypes.addressof(s) for s in self._slots])
+        # None (NULL kernelParams) for a kernel without parameters.
+        self.address = ctypes.addressof(self._argv) if self._slots else None
+
+    def set_scalar(self, index: int, value) -> None:
+        param = self.signature.params[index]
+        if param.pointer:
+            raise KernelLaunchError(f"kernel {self.signature.name}: parameter {index} is a pointer, not a scalar")
+        self._slots[index].value = convert_scalar(self.signature, index, param, value).item()

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from warp_drive.backends import build_cache
-from warp_drive.backends.arguments import check_arguments
+from warp_drive.backends.arguments import PackedArguments, check_arguments
 from warp_drive.backends.base import (
     Backend,
     BoundLaunch,
@@ -64,19 +64,6 @@ COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off
 
 _RUNTIME: tuple[str, ctypes.CDLL] | None = None  # (flavour, library): one per process
 
-_CTYPES = {
-    np.dtype(np.float32): ctypes.c_float,
-    np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint64): ctypes.c_uint64,
-    np.dtype(np.int16): ctypes.c_int16,
-    np.dtype(np.uint16): ctypes.c_uint16,
-    np.dtype(np.int8): ctypes.c_int8,
-    np.dtype(np.uint8): ctypes.c_uint8,
-    np.dtype(np.bool_): ctypes.c_bool,
-}
 
 
 def _compiler() -> str:
@@ -94,28 +81,16 @@ def _compiler_identity(cxx: str) -> str:
 
 
 class CpuBoundLaunch(BoundLaunch):
-    """Pointers and scalars packed once into a ``void*`` array for the runtime."""
+    """Arguments packed once; a launch is one call into the runtime."""
 
     def __init__(self, kernel: "CpuKernel", checked: list):
         self.kernel = kernel
-        self._keep_alive = checked  # tensors must outlive the packed pointers
-        self._slots = []
-        for param, value in zip(kernel.signature.params, checked):
-            if param.pointer:
-                self._slots.append(ctypes.c_void_p(value.data_ptr()))
-            else:
-                self._slots.append(_CTYPES[param.dtype](value.item()))
-        self._argv = (ctypes.c_void_p * max(1, len(self._slots)))(*[ctypes.addressof(s) for s in self._slots])
-        self._argv_address = ctypes.addressof(self._argv)
+        self._packed = PackedArguments(kernel.signature, checked)
+        self._argv_address = self._packed.address or 0
         self._geometry: dict = {}
 
     def set_scalar(self, index: int, value) -> None:
-        from warp_drive.backends.arguments import convert_scalar
-
-        param = self.kernel.signature.params[index]
-        if param.pointer:
-            raise KernelLaunchError(f"kernel {self.kernel.name}: parameter {index} is a pointer, not a scalar")
-        self._slots[index].value = convert_scalar(self.kernel.signature, index, param, value).item()
+        self._packed.set_scalar(index, value)
 
     def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
         key = (grid if isinstance(grid, int) else tuple(grid), block if isinstance(block, int) else tuple(block),

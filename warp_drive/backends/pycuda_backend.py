@@ -65,7 +65,7 @@ import numpy as np
 import torch
 
 from warp_drive.backends import build_cache
-from warp_drive.backends.arguments import check_arguments, convert_scalar
+from warp_drive.backends.arguments import CTYPE_OF_DTYPE, PackedArguments, check_arguments
 from warp_drive.backends.base import (
     Backend,
     BoundLaunch,
@@ -126,20 +126,6 @@ DRIVER_PROTOTYPES: dict[str, list] = {
 }
 OPTIONAL_DRIVER_FUNCTIONS = {"cuFuncGetParamInfo"}
 
-# Kernel parameter value types (a pointer parameter is a c_void_p).
-_CTYPES = {
-    np.dtype(np.float32): ctypes.c_float,
-    np.dtype(np.float64): ctypes.c_double,
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint64): ctypes.c_uint64,
-    np.dtype(np.int16): ctypes.c_int16,
-    np.dtype(np.uint16): ctypes.c_uint16,
-    np.dtype(np.int8): ctypes.c_int8,
-    np.dtype(np.uint8): ctypes.c_uint8,
-    np.dtype(np.bool_): ctypes.c_bool,
-}
 
 
 # ---------------------------------------------------------------- pure helpers (tested without a GPU)
@@ -149,8 +135,8 @@ def param_ctypes(signature: KernelSignature) -> list:
     for param in signature.params:
         if param.pointer:
             out.append(ctypes.c_void_p)
-        elif param.dtype in _CTYPES:
-            out.append(_CTYPES[param.dtype])
+        elif param.dtype in CTYPE_OF_DTYPE:
+            out.append(CTYPE_OF_DTYPE[param.dtype])
         else:  # parse_param refuses these already
             raise KernelBuildError(f"kernel {signature.name}: unsupported parameter type {param.describe()}")
     return out
@@ -375,25 +361,12 @@ class PyCudaBoundLaunch(BoundLaunch):
 
     def __init__(self, kernel: "PyCudaKernel", checked: list):
         self.kernel = kernel
-        self._keep_alive = checked  # the tensors must outlive the packed pointers
-        self._slots = []
-        for ctype, param, value in zip(kernel.param_types, kernel.signature.params, checked):
-            if param.pointer:
-                self._slots.append(ctypes.c_void_p(value.data_ptr()))
-            else:
-                self._slots.append(ctype(value.item()))
-        if self._slots:
-            self._argv = (ctypes.c_void_p * len(self._slots))(*[ctypes.addressof(s) for s in self._slots])
-            self._argv_address = ctypes.addressof(self._argv)
-        else:
-            self._argv_address = None  # kernelParams may be NULL for a kernel without parameters
+        self._packed = PackedArguments(kernel.signature, checked)
+        self._argv_address = self._packed.address
         self._geometry: dict = {}
 
     def set_scalar(self, index: int, value) -> None:
-        param = self.kernel.signature.params[index]
-        if param.pointer:
-            raise KernelLaunchError(f"kernel {self.kernel.name}: parameter {index} is a pointer, not a scalar")
-        self._slots[index].value = convert_scalar(self.kernel.signature, index, param, value).item()
+        self._packed.set_scalar(index, value)
 
     def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
         try:
