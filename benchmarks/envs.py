@@ -25,7 +25,7 @@ from warp_drive.env_wrapper import EnvWrapper
 
 # (label, env name, config, num_envs, targets on the 2-core machine: (env steps/s, x reference))
 WORKLOADS = [
-    ("TagContinuous partial obs K=10, 2000 envs x 5 agents", "TagContinuous",
+    ("TagContinuous partial obs K=4, 2000 envs x 5 agents", "TagContinuous",
      {"num_taggers": 1, "num_runners": 4, "use_full_observation": False, "num_other_agents_observed": 4},
      2000, (500_000, 200)),
     ("TagContinuous partial obs K=10, 100 envs x 1000 agents", "TagContinuous",
