@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import math
+import shutil
 import subprocess
 import sys
 
@@ -138,3 +140,28 @@ def test_policies_must_match_the_env_groups():
     raw["policy"]["chaser"] = raw["policy"].pop("tagger")
     with pytest.raises(ValueError, match="name the policies after the groups"):
         build(RunConfig.from_dict(raw))
+
+
+def _learning_rows(run_dir):
+    with open(run_dir / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    keep = [k for k in rows[0] if k.startswith("losses/") or k.startswith("charts/episodic_return")
+            or k == "global_step"]
+    return [{k: row[k] for k in keep} for row in rows]
+
+
+def test_resumed_run_writes_the_same_metrics_as_an_uninterrupted_one(tmp_path):
+    cfg = config("cartpole", "trainer.num_envs=8", "trainer.rollout_length=16", "trainer.total_steps=512",
+                 "saving.model_params_save_freq=2", basedir=tmp_path)
+    full = train(cfg, progress=False)
+    # An interrupted copy: it got as far as iteration 3, but its last checkpoint is iteration 2.
+    cut = tmp_path / "interrupted"
+    shutil.copytree(full, cut)
+    (cut / "checkpoints" / "ckpt_000004.pt").unlink()
+    (cut / "checkpoints" / "latest").write_text("ckpt_000002.pt")
+    rows = (cut / "metrics.csv").read_text().splitlines()
+    (cut / "metrics.csv").write_text("\n".join(rows[:4]) + "\n")  # header + iterations 1-3
+    resumed = train(cfg, resume=str(cut), progress=False)
+    assert resumed == cut
+    assert _learning_rows(cut) == _learning_rows(full)
+    assert load_checkpoint(cut)["iteration"] == 4

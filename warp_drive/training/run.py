@@ -77,7 +77,8 @@ def train(config: RunConfig, resume: str | None = None, progress: bool = True) -
     # A full episode in every env with the untrained policies, to compare with
     # the end (returns logged during training favour the episodes that end first).
     before = None if resume else trainer.run_episodes(greedy=False)["mean_return"]
-    writer = MetricsWriter(run_dir)
+    # A resumed run drops the rows its interrupted predecessor wrote after the checkpoint.
+    writer = MetricsWriter(run_dir, purge_step=trainer.env_steps + 1 if resume else None)
     bar = Progress(trainer.num_iterations, enabled=progress)
     bar.update(trainer.iteration, {})
     started = time.perf_counter()
