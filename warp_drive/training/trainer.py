@@ -208,7 +208,9 @@ class Trainer:
         for t in range(self.rollout_length):
             for p in self.policies.values():
                 obs = self._policy_obs(p)
-                p.model.update_obs_normalization(obs)
+                update_stats = getattr(p.model, "update_obs_normalization", None)  # optional for user models
+                if update_stats is not None:
+                    update_stats(obs)
                 actions, dist, value = self._act(p, obs)
                 buf = p.buffers
                 buf["obs"][t] = obs
