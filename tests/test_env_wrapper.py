@@ -262,3 +262,20 @@ def test_consistency_skip_leaves_declared_scratch_out():
 
     (report,) = check(ScratchRewards, {"random_starts": False}, num_envs=2, num_episodes=1)
     assert "rewards" not in report.arrays and "values" in report.arrays
+
+
+def test_an_environment_missing_part_of_the_contract_cannot_be_built():
+    from warp_drive.environment import Environment
+
+    class NoReference(Environment):
+        def observation_space(self, agent_id):
+            return None
+
+        def action_space(self, agent_id):
+            return None
+
+        def get_data_dictionary(self, num_envs):
+            return {}
+
+    with pytest.raises(TypeError, match="reference_step"):
+        NoReference()

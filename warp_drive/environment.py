@@ -23,6 +23,7 @@ pools, ``warp_drive/reset.py``). ``_done_`` is 1 when an episode terminated and
 
 from __future__ import annotations
 
+import abc
 import inspect
 from pathlib import Path
 from typing import ClassVar, Sequence
@@ -38,8 +39,12 @@ THREADS_PER_AGENT = "agents"  # grid (num_envs, blocks_per_env), one thread per 
 THREADS_PER_ENV = "envs"  # flat grid, one thread per environment replica (single-agent envs)
 
 
-class Environment:
-    """Base class of warp_drive environments (see the module docstring)."""
+class Environment(abc.ABC):
+    """Base class of warp_drive environments (see the module docstring).
+
+    The four abstract methods are the contract; a class that misses one cannot
+    be instantiated (a clear error at construction rather than mid-run).
+    """
 
     name: ClassVar[str] = ""
     cuda_source: ClassVar[str | Path] = ""
@@ -69,19 +74,22 @@ class Environment:
         return path
 
     # ---------------------------------------------------------------- spaces
+    @abc.abstractmethod
     def observation_space(self, agent_id: int):
-        raise NotImplementedError(f"{type(self).__name__} must define observation_space(agent_id)")
+        """The Gymnasium observation space of ``agent_id``."""
 
+    @abc.abstractmethod
     def action_space(self, agent_id: int):
-        raise NotImplementedError(f"{type(self).__name__} must define action_space(agent_id)")
+        """The Gymnasium action space of ``agent_id``."""
 
     def agent_groups(self) -> dict[str, list[int]]:
         """Groups of agents with identical spaces (candidates for one policy)."""
         return {"shared": list(range(self.num_agents))}
 
     # ---------------------------------------------------------------- data
+    @abc.abstractmethod
     def get_data_dictionary(self, num_envs: int) -> DataFeed:
-        raise NotImplementedError(f"{type(self).__name__} must define get_data_dictionary(num_envs)")
+        """The env's arrays (env dimension first) and scalars, with reset/log flags."""
 
     def get_reset_pools(self, pool_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """Random start states ``{array name: (pool_size, *per-env shape)}``; empty for fixed starts.
@@ -92,10 +100,10 @@ class Environment:
         return {}
 
     # ---------------------------------------------------------------- reference
+    @abc.abstractmethod
     def reference_step(self, arrays: dict[str, np.ndarray]) -> None:
         """Advance every env by one step in NumPy, updating ``arrays`` in place.
 
         ``arrays`` holds host copies of all the env's device arrays (env
         dimension first) and its scalars, under the same names the kernel uses.
         """
-        raise NotImplementedError(f"{type(self).__name__} must define reference_step(arrays)")

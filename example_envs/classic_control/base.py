@@ -42,6 +42,7 @@ float32 precision (see ``tests/test_classic_control.py``).
 
 from __future__ import annotations
 
+import abc
 from typing import Any, ClassVar
 
 import numpy as np
@@ -108,21 +109,21 @@ class ClassicControlEnv(Environment):
         return tuple(cls.param_defaults)
 
     # ---------------------------------------------------------------- hooks
+    @abc.abstractmethod
     def sample_start_states(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` start states (n, state_dim) float32 from Gymnasium's reset distribution."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def observe(self, states: np.ndarray) -> np.ndarray:
         """Observations (n, obs_dim) float32 of states (n, state_dim), as Gymnasium returns them."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def dynamics(self, state: np.ndarray, action: np.ndarray, p: dict[str, np.generic]):
         """One vectorised float32 step: ``(new_state, observations, rewards, terminated)``.
 
         ``state`` is (E, state_dim), ``action`` (E,) (int32 or float32), ``p``
         the scalar parameters as float32/int32.
         """
-        raise NotImplementedError
 
     # ---------------------------------------------------------------- spaces
     def agent_groups(self) -> dict[str, list[int]]:
