@@ -8,7 +8,6 @@ import textwrap
 
 import numpy as np
 import pytest
-import torch
 
 from example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive import registry

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends import get_backend
 from warp_drive.function_manager import FunctionManager
 
 # Random123 kat_vectors, philox4x32 with 10 rounds: (ctr[4], key[2]) -> out[4].
