@@ -17,6 +17,7 @@ them, so ``--help``, ``configs`` and ``envs`` answer at once.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -41,6 +42,14 @@ examples:
   warp-drive train --config my_run.yaml --backend pycuda
   warp-drive train --config cartpole --set 'policy.*.entropy_coef={type: linear, start: 0.02, end: 0}'
   warp-drive train --config cartpole --resume latest
+  warp-drive train --config cartpole --nproc 2
+  torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \
+      -m warp_drive train --config tag_continuous_small
+
+--nproc N re-launches the command under torch's launcher (torch.distributed.run
+--standalone, which picks a free port): N data-parallel processes, each with its
+own envs (seed + rank); one GPU each (NCCL) or a share of the CPU (gloo).
+Under torchrun the same command needs no flag: it reads RANK/WORLD_SIZE.
 
 --set KEY=VALUE takes a dotted key path into the config and a YAML value
 (200, 3e-4, true, null, [64, 64], {type: linear, start: 1e-3, end: 0}).
@@ -109,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "saving.basedir)")
     train.add_argument("--no-progress", dest="progress", action="store_false",
                        help="no progress bar (for logs and CI)")
+    train.add_argument("--nproc", type=_positive_int, default=None, metavar="N",
+                       help="data-parallel training with N processes on this machine (via torchrun)")
     train.set_defaults(handler=cmd_train)
 
     evaluate = commands.add_parser(
@@ -142,12 +153,39 @@ def cmd_train(args: argparse.Namespace) -> int:
         overrides.append(f"trainer.backend={args.backend}")
     config = load_config(args.config, overrides)
     check_env(config)  # a misspelt env name or constructor argument fails here, before any compile
+    if args.nproc is not None:
+        return launch_workers(args)
 
     from warp_drive.training import run  # torch, executors: only now
 
     run_dir = run.train(config, resume=args.resume, progress=args.progress)
-    print(f"run directory: {run_dir}")
+    if os.environ.get("RANK", "0") == "0":  # one line per run, not per torchrun worker
+        print(f"run directory: {run_dir}")
     return 0
+
+
+def launch_workers(args: argparse.Namespace) -> int:
+    """Re-run this ``train`` command as ``args.nproc`` workers under torch's launcher; return its exit status.
+
+    torchrun's elastic agent owns the processes: ``--standalone`` starts a local
+    rendezvous on a free port, and when any worker fails the agent stops the
+    others and exits non-zero with that worker's error (its traceback is on
+    stderr). We add no process management of our own.
+    """
+    import subprocess
+
+    argv = ["train", "--config", args.config]
+    if args.overrides:
+        argv += ["--set", *args.overrides]
+    if args.backend is not None:
+        argv += ["--backend", args.backend]
+    if args.resume is not None:
+        argv += ["--resume", args.resume]
+    if not args.progress:
+        argv.append("--no-progress")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.nproc),
+               "-m", "warp_drive", *argv]
+    return subprocess.run(command).returncode
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ truncation was treated as a termination. Here:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import nn
@@ -95,8 +96,18 @@ def policy_update(
     num_minibatches: int,
     target_kl: float | None,
     generator: torch.Generator,
+    reduce_gradients: Callable[[nn.Module], None] | None = None,
+    reduce_mean: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> dict[str, float]:
-    """Run the A2C or PPO update on ``batch``; return the losses and diagnostics."""
+    """Run the A2C or PPO update on ``batch``; return the losses and diagnostics.
+
+    The two optional hooks make the same code data-parallel (see
+    ``training/distributed.py``): ``reduce_gradients(model)`` runs after
+    ``backward`` and before the grad-norm clip (all-reduce the gradients, so
+    every rank takes the same step), and ``reduce_mean(approx_kl)`` makes the
+    KL early stop the same decision on every rank (a rank that stopped alone
+    would leave the others waiting in the next all-reduce).
+    """
     ppo = algorithm == "PPO"
     n = len(batch)
     minibatch = max(1, n // num_minibatches)
@@ -130,6 +141,8 @@ def policy_update(
 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if reduce_gradients is not None:
+                reduce_gradients(model)
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm if max_grad_norm else float("inf"))
             optimizer.step()
 
@@ -143,6 +156,8 @@ def policy_update(
             for key, value_ in step_metrics.items():
                 sums[key] = sums.get(key, 0.0) + value_
             updates += 1
+            if ppo and target_kl is not None and reduce_mean is not None:
+                step_metrics["approx_kl"] = float(reduce_mean(approx_kl))
             if ppo and target_kl is not None and step_metrics["approx_kl"] > target_kl:
                 stop = True
                 break

@@ -6,12 +6,25 @@ atomic checkpoints with a ``latest`` pointer), shows a progress bar and ends
 with a summary table; for Tag envs it also renders a GIF of a trained episode.
 ``resume`` continues a run from its last checkpoint with the same subsequent
 metrics as an uninterrupted run (cpu executor).
+
+Under ``torchrun`` (or ``warp-drive train --nproc N``) ``train`` is one rank of
+a data-parallel run (see ``distributed.py``): every rank trains on its own
+envs (seed ``seed + rank``) and logs metrics aggregated over ranks; rank 0
+alone creates the run directory, writes metrics, checkpoints and the GIF, and
+prints the summary. A checkpoint of an N-rank run is rank 0's ordinary trainer
+state (it loads into a single-process ``build(config)`` trainer unchanged)
+plus ``ranks``: every rank's env arrays, sampler/reset counters, RNG states
+and episode tallies, from which an N-rank resume restores each rank's own.
+Resuming needs the same number of ranks as the run that saved it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,14 +32,18 @@ from typing import Any
 import torch
 import yaml
 
-from warp_drive.backends import get_backend
+from warp_drive.backends import get_backend, resolve_backend_name
+from warp_drive.training import distributed
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint, resolve_run_dir, save_checkpoint
 from warp_drive.training.config import ConfigError, RunConfig
 from warp_drive.training.metrics import MetricsWriter, Progress, format_summary
+from warp_drive.training.distributed import Distributed
 from warp_drive.training.trainer import Trainer
 
 RENDERABLE = {"TagContinuous", "TagGridWorld"}
+FAIL_RANK_ENV = "WARP_DRIVE_TEST_FAIL_RANK"  # test hook: that rank raises after its first iteration
+DUMP_ENV = "WARP_DRIVE_TEST_DUMP_PARAMS"  # test hook: each rank writes rank<r>.json (param hashes, local counts)
 
 
 def new_run_dir(config: RunConfig) -> Path:
@@ -53,70 +70,171 @@ def limit_torch_threads(backend_name: str) -> None:
         torch.set_num_threads(int(os.environ.get("WARP_DRIVE_TORCH_THREADS", "1")))
 
 
-def build(config: RunConfig) -> Trainer:
+def build(config: RunConfig, dist: Distributed | None = None) -> Trainer:
+    """The env and the trainer of ``config``; with ``dist``, rank r's envs, sampler and torch RNG use ``seed + r``."""
     limit_torch_threads(get_backend(config.trainer.backend).name)
+    if dist is not None:
+        config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
     env = EnvWrapper(config.env.name, config.trainer.num_envs, backend=config.trainer.backend,
                      seed=config.trainer.seed, env_config=dict(config.env.config))
-    return Trainer(env, config)
+    return Trainer(env, config, distributed=dist)
 
 
 def train(config: RunConfig, resume: str | None = None, progress: bool = True) -> Path:
+    """Train ``config`` (or resume a run); a rank of a distributed run when started by torchrun."""
+    if not distributed.launched_by_torchrun():
+        return _train(config, resume, progress, None)
+    dist = distributed.init(resolve_backend_name(config.trainer.backend))
+    run_dir = _train(config, resume, progress, dist)
+    # Only on success: after a failure a peer may be gone, and torchrun tears the group down anyway.
+    distributed.shutdown()
+    return run_dir
+
+
+def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None) -> Path:
+    main = dist is None or dist.is_main
+    rank = 0 if dist is None else dist.rank
+    run_dir = None
+    if main:  # one rank creates (or finds) the run directory; the others are told where it is
+        if resume:
+            run_dir = resolve_run_dir(resume, Path(config.saving.basedir))
+        else:
+            run_dir = new_run_dir(config)
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    if dist is not None:
+        run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
     if resume:
-        run_dir = resolve_run_dir(resume, Path(config.saving.basedir))
         config = RunConfig.from_dict(yaml.safe_load((run_dir / "config.yaml").read_text()))
-    else:
-        run_dir = new_run_dir(config)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    trainer = build(config)
+    trainer = build(config, dist)
+    if dist is not None:
+        # Equal batch and minibatch sizes mean equal numbers of gradient all-reduces on every rank.
+        shapes = dist.gather_objects((trainer.batch_env_steps, trainer.num_iterations))
+        assert len(set(shapes)) == 1, f"ranks disagree on (batch env steps, iterations): {shapes}"
     if resume:
         checkpoint = latest_checkpoint(run_dir)
         if checkpoint is None:
             raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
-        trainer.load_state_dict(load_checkpoint(checkpoint))
+        trainer.load_state_dict(state_for_rank(load_checkpoint(checkpoint), dist, checkpoint))
+    dump = TestDump(os.environ[DUMP_ENV], rank, trainer) if os.environ.get(DUMP_ENV) else None
+    fail_rank = os.environ.get(FAIL_RANK_ENV)
     saving = config.saving
     # A full episode in every env with the untrained policies, to compare with
     # the end (returns logged during training favour the episodes that end first).
     before = None if resume else trainer.run_episodes(greedy=False)["mean_return"]
+    if dist is not None and before is not None:
+        before = dist.mean_dict(before)
     # A resumed run drops the rows its interrupted predecessor wrote after the checkpoint.
-    writer = MetricsWriter(run_dir, purge_step=trainer.env_steps + 1 if resume else None)
-    bar = Progress(trainer.num_iterations, enabled=progress)
+    world = 1 if dist is None else dist.world_size  # global_step counts every rank's env steps
+    writer = MetricsWriter(run_dir, purge_step=trainer.env_steps * world + 1 if resume else None) if main else None
+    bar = Progress(trainer.num_iterations, enabled=progress and main)
     bar.update(trainer.iteration, {})
     started = time.perf_counter()
     try:
+        first = True
         while trainer.iteration < trainer.num_iterations:
             metrics = trainer.iterate()
+            if first and fail_rank is not None and int(fail_rank) == rank:
+                raise RuntimeError(f"injected failure on rank {rank}")
+            first = False
             is_last = trainer.iteration == trainer.num_iterations
             if trainer.iteration % saving.metrics_log_freq == 0 or is_last:
-                metrics.update(trainer.episode_metrics())
-                writer.write(trainer.env_steps, metrics)
+                episodes = trainer.episode_metrics()
+                if dump is not None:
+                    dump.record(trainer.env_steps * world, metrics, episodes)
+                if dist is not None:
+                    metrics, episodes = dist.reduce_metrics(metrics), dist.reduce_episode_metrics(episodes)
+                metrics.update(episodes)
+                if writer is not None:
+                    writer.write(trainer.env_steps * world, metrics)
                 returns = {k.rsplit("/", 1)[-1]: v for k, v in metrics.items()
                            if k.startswith("charts/episodic_return/")}
                 bar.update(0, {"SPS": f"{metrics['charts/SPS']:,.0f}",
                                **{k: f"{v:.2f}" for k, v in returns.items()}})
             if trainer.iteration % saving.model_params_save_freq == 0 or is_last:
-                save_checkpoint(run_dir, trainer.iteration, trainer.state_dict())
+                state = trainer.state_dict()
+                if dist is not None:  # every rank's envs and RNGs, so an N-rank resume continues each rank
+                    state["ranks"] = dist.gather_objects(distributed.rank_state(state))
+                if main:
+                    save_checkpoint(run_dir, trainer.iteration, state)
             bar.update(1, {})
     finally:
         bar.close()
-        writer.close()
+        if writer is not None:
+            writer.close()
     elapsed = time.perf_counter() - started
     after = trainer.run_episodes(greedy=False)["mean_return"]
-    gif = render_episode(trainer, run_dir / "episode.gif") if config.env.name in RENDERABLE else None
-    print(summary(config, trainer, elapsed, before, after, gif))
+    if dist is not None:
+        after = dist.mean_dict(after)
+    if dump is not None:
+        dump.write(trainer)
+    if main:
+        gif = render_episode(trainer, run_dir / "episode.gif") if config.env.name in RENDERABLE else None
+        print(summary(config, trainer, elapsed, before, after, gif, world))
     return run_dir
 
 
-def summary(config, trainer, elapsed, before, after, gif) -> str:
+def state_for_rank(state: dict, dist: Distributed | None, source: Path) -> dict:
+    """The trainer state this rank resumes from: the shared models plus its own envs and RNGs.
+
+    A single-process checkpoint resumes a single process; an N-rank one resumes
+    N ranks (rank r takes ``state["ranks"][r]``). Other combinations would
+    either duplicate one rank's envs on every rank or drop some, so they are refused.
+    """
+    ranks = state.get("ranks")
+    saved = 1 if ranks is None else len(ranks)
+    world, rank = (1, 0) if dist is None else (dist.world_size, dist.rank)
+    if saved != world:
+        raise ValueError(f"{source} was saved by a run of {saved} process(es); resume it with the same number "
+                         f"(--nproc {saved}), or load its 'models' into a new run")
+    return state if ranks is None else {**state, **ranks[rank]}
+
+
+class TestDump:
+    """``$WARP_DRIVE_TEST_DUMP_PARAMS`` hook: what the distributed tests compare across ranks.
+
+    Writes ``<dir>/rank<r>.json`` with a hash of every model's state_dict at
+    the start (after the broadcast) and the end, and this rank's own episode
+    counts and SPS at each logged step (before aggregation).
+    """
+
+    def __init__(self, directory: str, rank: int, trainer: Trainer):
+        self.path = Path(directory) / f"rank{rank}.json"
+        self.data: dict[str, Any] = {"rank": rank, "initial": self.hashes(trainer), "logged": []}
+
+    @staticmethod
+    def hashes(trainer: Trainer) -> dict[str, str]:
+        out = {}
+        for tag, p in trainer.policies.items():
+            digest = hashlib.sha256()
+            for name, tensor in sorted(p.model.state_dict().items()):
+                digest.update(name.encode())
+                digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            out[tag] = digest.hexdigest()
+        return out
+
+    def record(self, step: int, metrics: dict, episodes: dict) -> None:
+        self.data["logged"].append({"step": step, "sps": metrics["charts/SPS"],
+                                    "episodes": {k: v for k, v in episodes.items() if k.startswith("charts/episodes/")}})
+
+    def write(self, trainer: Trainer) -> None:
+        self.data["final"] = self.hashes(trainer)
+        self.data["env_steps"] = trainer.env_steps
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.data, indent=1))
+
+
+def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1) -> str:
     rows = [{"policy": tag,
              "trained": "yes" if config.policy[tag].to_train else "no",
              "episode return before training": (before or {}).get(tag, float("nan")),
              "after training": after[tag]}
             for tag in trainer.policies]
-    steps = trainer.env_steps
+    steps = trainer.env_steps * world_size
+    ranks = f" x {world_size} processes" if world_size > 1 else ""
     lines = [
         "",
         f"Trained {config.env.name} on the {trainer.env.backend.name} backend: {steps:,} env steps "
-        f"({trainer.iteration} iterations of {trainer.num_envs} envs x {trainer.rollout_length} steps) "
+        f"({trainer.iteration} iterations of {trainer.num_envs} envs{ranks} x {trainer.rollout_length} steps) "
         f"in {elapsed:.1f} s ({steps / max(elapsed, 1e-9):,.0f} env steps/s this session)",
         "Mean return per agent over one full episode in every env, actions sampled from the policy:",
         format_summary(rows),

@@ -15,11 +15,16 @@ optimizer and a set of agents. One iteration:
 A single seed makes a run reproducible on the cpu executor; checkpoints hold
 everything needed to continue with the same metrics (models, optimizers, env
 arrays, sampler/reset counters, RNG states, episode accumulators).
+
+Given a ``Distributed`` (``training/distributed.py``), the same Trainer is one
+data-parallel rank: it starts from rank 0's parameters, averages gradients
+and observation statistics over ranks, and takes the PPO KL early stop on the
+all-reduced KL, so all ranks hold identical models. Its rollouts, metrics and
+``state_dict`` stay local; ``run.train`` aggregates them.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +38,7 @@ from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.environment import TERMINATED, TRUNCATED
 from warp_drive.sampler import Sampler
 from warp_drive.training.algorithms import Batch, compute_gae, policy_update
+from warp_drive.training.distributed import Distributed
 from warp_drive.training.models import create_model
 from warp_drive.training.schedules import Schedule
 
@@ -90,8 +96,10 @@ def default_policy_map(env_wrapper: EnvWrapper, policy_tags: list[str]) -> dict[
 
 
 class Trainer:
-    def __init__(self, env_wrapper: EnvWrapper, config, policy_tag_to_agent_id_map: dict | None = None):
+    def __init__(self, env_wrapper: EnvWrapper, config, policy_tag_to_agent_id_map: dict | None = None,
+                 distributed: Distributed | None = None):
         self.env = env_wrapper
+        self.distributed = distributed
         self.config = config
         self.device = env_wrapper.data_manager.device
         trainer = config.trainer
@@ -108,6 +116,9 @@ class Trainer:
         self._check_policy_map(policy_map)
         self.policies = {tag: self._make_policy(tag, sorted(ids)) for tag, ids in policy_map.items()}
         self._allocate_buffers()
+        if distributed is not None:
+            for p in self.policies.values():
+                distributed.broadcast_module(p.model)
         self.timers = dict.fromkeys(("inference", "sampling", "env_step", "reset", "update"), 0.0)
 
     # ------------------------------------------------------------------ setup
@@ -255,8 +266,11 @@ class Trainer:
     def update(self) -> dict[str, float]:
         started = time.perf_counter()
         metrics: dict[str, float] = {}
+        dist = self.distributed
         for p in self.policies.values():
             cfg = p.config
+            if dist is not None:
+                dist.average_buffers(p.model)  # one rank's obs statistics must not steer the others' forward
             if not cfg.to_train:
                 continue
             for group in p.optimizer.param_groups:
@@ -277,6 +291,8 @@ class Trainer:
                 vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, normalize_advantage=cfg.normalize_advantage,
                 num_epochs=cfg.num_epochs, num_minibatches=cfg.num_minibatches, target_kl=cfg.target_kl,
                 generator=self.generator,
+                reduce_gradients=None if dist is None else dist.average_gradients,
+                reduce_mean=None if dist is None else dist.mean,
             )
             for key, value in result.items():
                 metrics[f"losses/{key}/{p.tag}"] = value
