@@ -27,6 +27,7 @@ RUNTIME_VERSION = "1"
 PACKAGE_CUDA_DIR = Path(__file__).resolve().parent.parent / "cuda"
 INCLUDE_DIR = PACKAGE_CUDA_DIR / "include"
 KERNELS_DIR = PACKAGE_CUDA_DIR / "kernels"
+EMULATION_HEADER = PACKAGE_CUDA_DIR / "cpu" / "cuda_emulation.h"
 
 
 def cache_root() -> Path:
@@ -88,3 +89,20 @@ def write_atomically(target: Path, text: str) -> None:
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
     os.replace(tmp, target)
+
+
+def preprocess_for_symbols(cxx: str, sources: Sequence[Path], include_flags: list[str], define_flags: list[str]) -> str:
+    """The signature pass both executors share: the host preprocessor over the
+    sources with the emulation header in ``WD_MARKER_PASS`` mode, which leaves
+    markers for ``__global__``/``__constant__``/``__shared__`` that
+    ``signature.parse_symbols`` reads. Its output also keys the build cache."""
+    unit = "".join(f'#include "{src}"\n' for src in sources)
+    cmd = [cxx, "-E", "-std=c++20", "-DWD_MARKER_PASS", *define_flags, "-include", str(EMULATION_HEADER),
+           *include_flags, "-x", "c++", "-"]
+    try:
+        proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise KernelBuildError(f"cannot run the C++ compiler {cxx!r}: {exc}") from None
+    if proc.returncode != 0:
+        raise KernelBuildError(f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}")
+    return proc.stdout

@@ -45,7 +45,7 @@ from warp_drive.backends.base import (
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
 CPU_DIR = build_cache.PACKAGE_CUDA_DIR / "cpu"
-EMULATION_HEADER = CPU_DIR / "cuda_emulation.h"
+EMULATION_HEADER = build_cache.EMULATION_HEADER
 RUNTIME_SOURCE = CPU_DIR / "runtime.cpp"
 
 # Dynamic shared memory per block: CUDA's default limit without opt-in, so a
@@ -290,20 +290,6 @@ class CpuBackend(Backend):
             raise KernelLaunchError(self._error.value.decode(errors="replace"))
 
     # ---------------------------------------------------------------- builds
-    def _preprocess(self, sources: Sequence[Path], include_flags: list[str], defines: list[str]) -> str:
-        unit = "".join(f'#include "{src}"\n' for src in sources)
-        cmd = [self.cxx, "-E", "-std=c++20", "-DWD_MARKER_PASS", *defines, "-include", str(EMULATION_HEADER),
-               *include_flags, "-x", "c++", "-"]
-        try:
-            proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)
-        except FileNotFoundError as exc:
-            raise KernelBuildError(f"cannot run the C++ compiler {self.cxx!r}: {exc}") from None
-        if proc.returncode != 0:
-            raise KernelBuildError(
-                f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}"
-            )
-        return proc.stdout
-
     def build(self, sources, include_dirs=(), defines=None) -> CpuModule:
         paths = [Path(s).resolve() for s in sources]
         for path in paths:
@@ -311,7 +297,7 @@ class CpuBackend(Backend):
                 raise KernelBuildError(f"kernel source {path} does not exist")
         include_flags = [f"-I{d}" for d in [build_cache.INCLUDE_DIR, *include_dirs]]
         define_flags = [f"-D{k}={v}" for k, v in (defines or {}).items()]
-        preprocessed = self._preprocess(paths, include_flags, define_flags)
+        preprocessed = build_cache.preprocess_for_symbols(self.cxx, paths, include_flags, define_flags)
         try:
             symbols = parse_symbols(preprocessed)
         except ValueError as exc:

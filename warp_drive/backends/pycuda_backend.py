@@ -76,7 +76,6 @@ from warp_drive.backends.base import (
     Module,
     as_dim3,
 )
-from warp_drive.backends.cpu import EMULATION_HEADER
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
 INSTALL_HINT = "pip install -e '.[cuda]'"
@@ -212,22 +211,6 @@ def _host_compiler() -> str:
     return cxx
 
 
-def preprocess_for_symbols(cxx: str, sources: Sequence[Path], include_flags: list[str],
-                           define_flags: list[str]) -> str:
-    """The cpu executor's signature pass: host preprocessing with the emulation
-    header in ``WD_MARKER_PASS`` mode (markers for __global__/__constant__/__shared__)."""
-    unit = "".join(f'#include "{src}"\n' for src in sources)
-    cmd = [cxx, "-E", "-std=c++20", "-DWD_MARKER_PASS", *define_flags, "-include", str(EMULATION_HEADER),
-           *include_flags, "-x", "c++", "-"]
-    try:
-        proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)
-    except FileNotFoundError as exc:
-        raise KernelBuildError(f"cannot run the C++ compiler {cxx!r}: {exc}") from None
-    if proc.returncode != 0:
-        raise KernelBuildError(f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}")
-    return proc.stdout
-
-
 @dataclass(frozen=True)
 class NvccToolchain:
     nvcc: str
@@ -296,7 +279,7 @@ def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path
     toolchain.check_arch(arch)
     include_dirs = [Path(d).resolve() for d in include_dirs]
     include_flags, define_flags = _flags(include_dirs, defines)
-    preprocessed = preprocess_for_symbols(cxx or _host_compiler(), paths, include_flags, define_flags)
+    preprocessed = build_cache.preprocess_for_symbols(cxx or _host_compiler(), paths, include_flags, define_flags)
     try:
         symbols = parse_symbols(preprocessed)
     except ValueError as exc:
