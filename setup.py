@@ -32,6 +32,7 @@ def read_version():
 EXTRAS = {
     "cuda": ["pycuda"],
     "pettingzoo": ["pettingzoo"],
+    "lightning": ["lightning>=2.2"],
     "dev": [
         "pytest",
         "pytest-timeout",
@@ -41,6 +42,7 @@ EXTRAS = {
         "pettingzoo",
         "matplotlib",
         "tqdm",
+        "lightning>=2.2",
     ],
 }
 
