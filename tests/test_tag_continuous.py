@@ -154,8 +154,21 @@ def test_sincos_port_is_bit_exact_on_angles():
 # ---------------------------------------------------------------------------
 
 
+# How the kernel finds a runner's nearest tagger: with full observation it scans
+# every tagger; with partial observation it takes the first tagger of the
+# runner's k nearest when they cover the tagging distance (k = 32 here: fewer
+# agents than k, or the k-th beyond the margin), and scans otherwise (k = 3:
+# the runners packed around a tagger are nearer to each other than the margin).
+OBSERVATION_MODES = {
+    "full": dict(use_full_observation=True),
+    "nearest-32": dict(use_full_observation=False, num_other_agents_observed=32),
+    "nearest-3": dict(use_full_observation=False, num_other_agents_observed=3),
+}
+
+
+@pytest.mark.parametrize("observation", sorted(OBSERVATION_MODES))
 @pytest.mark.parametrize("tag_reward", [1.0, 0.25])
-def test_every_runner_tagged_in_the_same_step_counts(tag_reward, backend_name):
+def test_every_runner_tagged_in_the_same_step_counts(tag_reward, observation, backend_name):
     """One tagger surrounded by 40 runners within the tagging distance: the tagger
     earns 40 tag rewards and the runner count drops by 40 (the original's
     non-atomic += lost most of them)."""
@@ -164,7 +177,7 @@ def test_every_runner_tagged_in_the_same_step_counts(tag_reward, backend_name):
     xs = np.concatenate([[5.0], 5.0 + 0.05 * np.cos(angles), np.linspace(1.0, 9.0, outside)])
     ys = np.concatenate([[5.0], 5.0 + 0.05 * np.sin(angles), np.full(outside, 1.0)])
     wrapper = fixed_env_wrapper(backend_name, xs, ys, 1, num_envs=3, tagging_distance=0.01,
-                                tag_reward_for_tagger=tag_reward)
+                                tag_reward_for_tagger=tag_reward, **OBSERVATION_MODES[observation])
     before = host_state(wrapper)
     out = step_no_op(wrapper)
     assert np.array_equal(out["loc_x"], before["loc_x"])  # nobody moved
@@ -190,11 +203,12 @@ def test_tagging_every_runner_at_once_terminates(backend_name):
     assert (out["_done_"] == 1).all()
 
 
-def test_nearest_tagger_ties_go_to_the_smaller_id(backend_name):
+@pytest.mark.parametrize("observation", sorted(OBSERVATION_MODES))
+def test_nearest_tagger_ties_go_to_the_smaller_id(observation, backend_name):
     # Runner 2 sits exactly halfway between taggers 0 and 1 (differences exact in float).
     xs = [5.0625, 4.9375, 5.0, 1.0]
     ys = [5.0, 5.0, 5.0, 1.0]
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 2, tagging_distance=0.01)
+    wrapper = fixed_env_wrapper(backend_name, xs, ys, 2, tagging_distance=0.01, **OBSERVATION_MODES[observation])
     out = step_no_op(wrapper)
     assert (out["rewards"][:, 0] == 1.0).all() and (out["rewards"][:, 1] == 0.0).all()
     assert (out["rewards"][:, 2] == -1.0).all()

@@ -20,7 +20,10 @@
 //     in a small sorted list in registers/local memory (K <= TAG_MAX_NEIGHBORS,
 //     checked in Python) while it looks at the others once -- all of them, or,
 //     on the cpu executor with many agents, only those in nearby cells of a
-//     grid built in shared memory (same result, see tag_grid_search).
+//     grid built in shared memory (same result, see tag_grid_search);
+//   * with partial observation a runner's nearest tagger comes from its k
+//     nearest when they cover the tagging distance (tag_nearest_covers), and
+//     from a scan of every tagger otherwise (same result).
 //
 // Step order: (1) every agent moves and writes its base reward; positions and
 // the pre-tag "still in the game" flags are staged in shared memory when they
@@ -119,55 +122,45 @@ __device__ __forceinline__ void tag_write_features(float* obs, int width, int sl
 }
 
 // The k nearest so far, sorted by (squared distance, id): ties go to the
-// smaller id. The list lives in registers/local memory (k <= TAG_MAX_NEIGHBORS).
+// smaller id. Each entry is one 64-bit key, the distance's bits above the id:
+// squared distances are never negative, so their IEEE bits order like the
+// floats, and one integer comparison orders by distance and then by id. The
+// list lives in registers/local memory (k <= TAG_MAX_NEIGHBORS).
 struct TagNearest {
-  float best[TAG_MAX_NEIGHBORS];
-  int ids[TAG_MAX_NEIGHBORS];
+  unsigned long long keys[TAG_MAX_NEIGHBORS];
   int count;
   int k;
-  float worst;   // the k-th kept distance once k are kept, +inf before
-  int worst_id;  // and its id
+  unsigned long long worst_key;  // the k-th kept key once k are kept, above every key before
+  float worst;                   // its distance: candidates farther than this cannot enter
 
   __device__ __forceinline__ void init(int k_) {
     count = 0;
     k = k_;
+    worst_key = ~0ull;
     worst = INFINITY;
-    worst_id = 0x7fffffff;
   }
 
-  __device__ __forceinline__ void insert_at(int pos, float d2, int j) {
-    best[pos] = d2;
-    ids[pos] = j;
+  static __device__ __forceinline__ unsigned long long key(float d2, int j) {
+    return ((unsigned long long)wd_float_as_uint(d2) << 32) | (unsigned int)j;
+  }
+  __device__ __forceinline__ int id(int slot) const { return (int)(unsigned int)keys[slot]; }
+  __device__ __forceinline__ float distance(int slot) const { return wd_uint_as_float((unsigned int)(keys[slot] >> 32)); }
+
+  // A candidate (d2 finite), in any order of ids.
+  __device__ __forceinline__ void offer(float d2, int j) {
+    const unsigned long long candidate = key(d2, j);
+    if (candidate >= worst_key) return;
+    int pos = count < k ? count : k - 1;
+    while (pos > 0 && keys[pos - 1] > candidate) {
+      keys[pos] = keys[pos - 1];
+      --pos;
+    }
+    keys[pos] = candidate;
     if (count < k) ++count;
     if (count == k) {
-      worst = best[k - 1];
-      worst_id = ids[k - 1];
+      worst_key = keys[k - 1];
+      worst = distance(k - 1);
     }
-  }
-
-  // A candidate with a larger id than every one offered so far, and d2 < worst:
-  // it goes after the kept entries with an equal distance.
-  __device__ __forceinline__ void offer_in_order(float d2, int j) {
-    int pos = count < k ? count : k - 1;
-    while (pos > 0 && best[pos - 1] > d2) {
-      best[pos] = best[pos - 1];
-      ids[pos] = ids[pos - 1];
-      --pos;
-    }
-    insert_at(pos, d2, j);
-  }
-
-  // A candidate in any order of ids.
-  __device__ __forceinline__ void offer(float d2, int j) {
-    if (d2 > worst || d2 == INFINITY) return;  // the first test is the common case
-    if (count == k && d2 == worst && j > worst_id) return;
-    int pos = count < k ? count : k - 1;
-    while (pos > 0 && (best[pos - 1] > d2 || (best[pos - 1] == d2 && ids[pos - 1] > j))) {
-      best[pos] = best[pos - 1];
-      ids[pos] = ids[pos - 1];
-      --pos;
-    }
-    insert_at(pos, d2, j);
   }
 };
 
@@ -185,16 +178,16 @@ __device__ __forceinline__ void tag_scan(TagNearest& nearest, float x, float y, 
       const float d = tag_squared_distance(x, y, px[j + u], py[j + u]);
       d2[u] = kStaged || pstill[j + u] ? d : INFINITY;
     }
-    int better = 0;
-    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) better |= d2[u] < nearest.worst;
-    if (!better) continue;
+    int maybe = 0;
+    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) maybe |= d2[u] <= nearest.worst;
+    if (!maybe) continue;
     for (int u = 0; u < TAG_SCAN_CHUNK; ++u) {
-      if (d2[u] < nearest.worst) nearest.offer_in_order(d2[u], j + u);
+      if (d2[u] <= nearest.worst && d2[u] != INFINITY) nearest.offer(d2[u], j + u);
     }
   }
   for (; j < hi; ++j) {
     const float d = tag_squared_distance(x, y, px[j], py[j]);
-    if ((kStaged || pstill[j]) && d < nearest.worst) nearest.offer_in_order(d, j);
+    if ((kStaged || pstill[j]) && d <= nearest.worst && d != INFINITY) nearest.offer(d, j);
   }
 }
 
@@ -281,6 +274,19 @@ __device__ void tag_grid_search(TagNearest& nearest, int self, float x, float y,
     if (y1 < side - 1 && (side_gap = (float)(y1 + 1) * cell - y) < gap) gap = side_gap;
     if (gap == INFINITY || tag_beyond(nearest, gap, 0.0f, slack)) return;  // all visited, or the rest is too far
   }
+}
+
+// Whether a runner's k nearest include every agent still in the game closer
+// than `margin`: true when the list holds fewer than k (it then holds them
+// all: nothing was pruned) or when its k-th distance is beyond the margin. The
+// factor 1 + 2^-10 on the squared margin is far above float rounding: any d2
+// with wd_sqrtf(d2) < margin is below the k-th distance, so it was kept.
+// Then the nearest tagger inside the margin is the first tagger in the list,
+// and the scan over all taggers can be skipped.
+__device__ __forceinline__ bool tag_nearest_covers(const TagNearest& nearest, float margin) {
+  if (nearest.k == 0) return false;  // full observation: no list
+  if (nearest.count < nearest.k) return true;
+  return nearest.worst > margin * margin * 1.0009765625f;
 }
 
 }  // namespace
@@ -395,6 +401,9 @@ extern "C" __global__ void TagContinuousStep(
   const int* still_env = staged ? sh.still : still_in_the_game + env * n;
 
   // ------------------------------------------------------------ 2. observe
+  // With partial observation the observer's k nearest also serve the tag test.
+  TagNearest nearest;
+  nearest.init(use_full_observation ? 0 : num_other_agents_observed);
   if (is_agent) {
     const float* sp_env = speed + env * n;
     const float* acc_env = acceleration + env * n;
@@ -423,8 +432,6 @@ extern "C" __global__ void TagContinuousStep(
     } else {
       const int k = num_other_agents_observed;
       float* obs = observations + (size_t)row * (TAG_NUM_FEATURES * k + 1);
-      TagNearest nearest;
-      nearest.init(k);
       if (still) {
         // The k nearest others still in the game: through the grid, or a scan
         // of the ids below, then above the observer's own (increasing ids).
@@ -440,7 +447,7 @@ extern "C" __global__ void TagContinuousStep(
       }
       for (int slot = 0; slot < k; ++slot) {
         if (slot < nearest.count) {
-          const int j = nearest.ids[slot];
+          const int j = nearest.id(slot);
           tag_write_features(obs, k, slot, wd_fdiv_rn(wd_fsub_rn(x_env[j], x), position_scale),
                              wd_fdiv_rn(wd_fsub_rn(y_env[j], y), position_scale),
                              wd_fdiv_rn(wd_fsub_rn(sp_env[j], sp), speed_scale),
@@ -461,18 +468,29 @@ extern "C" __global__ void TagContinuousStep(
   // ------------------------------------------------------------ 3. tag
   if (is_agent && still && agent_types[agent] == 0) {
     float reward = rewards[row];
-    float nearest = INFINITY;
+    float tagger_d2 = INFINITY;
     int tagger = -1;
-    for (int i = 0; i < num_taggers; ++i) {  // tagger_ids ascending: ties go to the smaller id
-      const int j = tagger_ids[i];
-      const float d2 = tag_squared_distance(x, y, x_env[j], y_env[j]);
-      if (d2 < nearest) {
-        nearest = d2;
-        tagger = j;
+    if (tag_nearest_covers(nearest, distance_margin_for_reward)) {
+      // Every agent within the margin is in the list, taggers included (they
+      // never leave the game), in (distance, id) order.
+      for (int slot = 0; slot < nearest.count && tagger < 0; ++slot) {
+        if (agent_types[nearest.id(slot)] != 0) {
+          tagger = nearest.id(slot);
+          tagger_d2 = nearest.distance(slot);
+        }
+      }
+    } else {
+      for (int i = 0; i < num_taggers; ++i) {  // tagger_ids ascending: ties go to the smaller id
+        const int j = tagger_ids[i];
+        const float d2 = tag_squared_distance(x, y, x_env[j], y_env[j]);
+        if (d2 < tagger_d2) {
+          tagger_d2 = d2;
+          tagger = j;
+        }
       }
     }
     int in_game = 1;
-    if (tagger >= 0 && wd_sqrtf(nearest) < distance_margin_for_reward) {
+    if (tagger >= 0 && wd_sqrtf(tagger_d2) < distance_margin_for_reward) {
       reward = wd_fadd_rn(reward, tag_penalty_for_runner);
       atomicAdd(&rewards[env * n + tagger], tag_reward_for_tagger);
       if (runner_exits_game_after_tagged) {
