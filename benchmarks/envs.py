@@ -1,13 +1,13 @@
 """Environment throughput: kernel vs the NumPy reference (issue: environments).
 
-    python -m benchmarks.envs [--quick] [--backends cpu,pycuda]
+    python -m benchmarks.envs [--quick] [--backends cpu,pycuda] [--out DIR]
 
 For each workload, env steps per second (one step of one replica with all its
 agents; agent steps/s beside it) of:
 * the kernel through ``EnvWrapper`` (step + on-device reset of done envs), per executor;
 * the env's NumPy reference stepped one replica at a time, as a user of a CPU
   simulator would; and vectorised over all replicas where the reference is.
-Writes ``benchmarks/results/envs.csv``.
+Writes ``envs.csv`` into ``benchmarks/results/`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,15 @@ import time
 import numpy as np
 import torch
 
-from benchmarks.common import machine_description, print_table, time_per_call, write_csv
-from warp_drive.backends import get_backend, gpu_available
+from benchmarks.common import (
+    backend_names,
+    machine_description,
+    print_table,
+    results_dir_set_to,
+    time_per_call,
+    write_csv,
+)
+from warp_drive.backends import get_backend
 from warp_drive.consistency import host_arrays, random_actions
 from warp_drive.env_wrapper import EnvWrapper
 
@@ -39,6 +46,7 @@ QUICK_ENVS = {2000: 500, 100: 20, 100_000: 20_000}
 
 
 def kernel_rate(wrapper: EnvWrapper, seconds: float) -> float:
+    """Env steps/s of the kernel: step every env, then reset the done ones on the device."""
     wrapper.actions.copy_(torch.from_numpy(random_actions(wrapper, np.random.default_rng(0))))
 
     def step():
@@ -48,8 +56,15 @@ def kernel_rate(wrapper: EnvWrapper, seconds: float) -> float:
     return wrapper.num_envs / time_per_call(step, seconds, wrapper.backend.synchronize)
 
 
-def reference_rates(wrapper: EnvWrapper, seconds: float, replicas: int = 8) -> tuple[float, float | None]:
-    """(one replica at a time, vectorised over replicas) env steps/s of the NumPy reference."""
+def reference_rates(wrapper: EnvWrapper, seconds: float, replicas: int = 8,
+                    max_call_seconds: float = 5.0) -> tuple[float, float | None]:
+    """(one replica at a time, vectorised over replicas) env steps/s of the NumPy reference.
+
+    One-by-one steps ``replicas`` replicas per timed call, so its cost does not
+    grow with the env count. The vectorised step over every replica is timed
+    once first; when that one call took longer than ``max_call_seconds`` it
+    is the measurement (repeating so slow a reference would dominate the run).
+    """
     arrays = host_arrays(wrapper)
     env = wrapper.env
     singles = [{k: (v[e:e + 1] if isinstance(v, np.ndarray) and v.shape[:1] == (wrapper.num_envs,) else v)
@@ -62,53 +77,77 @@ def reference_rates(wrapper: EnvWrapper, seconds: float, replicas: int = 8) -> t
             single["_done_"][...] = 0
 
     single_rate = len(singles) / time_per_call(one_at_a_time, seconds)
-    try:
-        def vectorised():
-            env.reference_step(arrays)
-            arrays["_timestep_"][...] = 0
-            arrays["_done_"][...] = 0
 
-        vector_rate = wrapper.num_envs / time_per_call(vectorised, seconds)
+    def vectorised():
+        env.reference_step(arrays)
+        arrays["_timestep_"][...] = 0
+        arrays["_done_"][...] = 0
+
+    try:
+        started = time.perf_counter()
+        vectorised()
+        first_call = time.perf_counter() - started
     except Exception:  # a reference that only handles one replica
-        vector_rate = None
-    return single_rate, vector_rate
+        return single_rate, None
+    if first_call > max_call_seconds:
+        return single_rate, wrapper.num_envs / first_call
+    return single_rate, wrapper.num_envs / time_per_call(vectorised, seconds)
+
+
+def measure_workload(label: str, env_name: str, config: dict, num_envs: int, backends: list[str],
+                     seconds: float, extra: dict | None = None) -> list[dict]:
+    """One row per executor: the kernel's env steps/s beside the NumPy reference's.
+
+    The reference runs once per workload (on the first executor's arrays); its
+    rate does not depend on the executor. ``extra`` columns (targets, the
+    paper's figure) go before the wall time.
+    """
+    rows, reference = [], None
+    for backend in backends:
+        started = time.perf_counter()
+        wrapper = EnvWrapper(env_name, num_envs, backend=backend, seed=0, env_config=config)
+        rate = kernel_rate(wrapper, seconds)
+        if reference is None:
+            reference = reference_rates(wrapper, seconds)
+        single, vector = reference
+        rows.append({
+            "workload": label,
+            "backend": get_backend(backend).name,
+            "envs": num_envs,
+            "agents": wrapper.num_agents,
+            "env steps/s": rate,
+            "agent steps/s": rate * wrapper.num_agents,
+            "numpy 1-by-1 steps/s": single,
+            "numpy vectorised steps/s": vector if vector is not None else "n/a",
+            "x numpy 1-by-1": rate / single,
+            **(extra or {}),
+            "wall s": time.perf_counter() - started,
+        })
+        del wrapper  # free a large workload's arrays before the next executor builds its own
+    return rows
 
 
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--backends", default=None)
+    parser.add_argument("--backends", default=None, help="comma-separated; default: cpu, plus pycuda with a GPU")
     parser.add_argument("--only", default=None, help="run workloads whose label contains this text")
+    parser.add_argument("--out", default=None, help="folder for the CSV (default: benchmarks/results/)")
     args = parser.parse_args(argv)
-    names = args.backends.split(",") if args.backends else ["cpu"] + (["pycuda"] if gpu_available() else [])
+    names = backend_names(args.backends)
     seconds = 0.3 if args.quick else 1.5
     rows = []
     for label, env_name, config, num_envs, targets in WORKLOADS:
         if args.only and args.only not in label:
             continue
-        if args.quick:
-            num_envs = QUICK_ENVS.get(num_envs, num_envs)
-        reference = None
-        for backend in names:
-            started = time.perf_counter()
-            wrapper = EnvWrapper(env_name, num_envs, backend=backend, seed=0, env_config=config)
-            rate = kernel_rate(wrapper, seconds)
-            if reference is None:
-                reference = reference_rates(wrapper, seconds)
-            single, vector = reference
-            rows.append({
-                "workload": label if not args.quick else f"{label} (quick: {num_envs} envs)",
-                "backend": get_backend(backend).name,
-                "env steps/s": rate,
-                "agent steps/s": rate * wrapper.num_agents,
-                "numpy 1-by-1 steps/s": single,
-                "numpy vectorised steps/s": vector if vector is not None else "n/a",
-                "x numpy 1-by-1": rate / single,
-                "target": "" if targets is None else f">= {targets[0]:,}" + (f", >= {targets[1]}x" if targets[1] else ""),
-                "wall s": time.perf_counter() - started,
-            })
+        if args.quick and num_envs in QUICK_ENVS:
+            num_envs = QUICK_ENVS[num_envs]
+            label = f"{label} (quick: {num_envs} envs)"
+        target = "" if targets is None else f">= {targets[0]:,}" + (f", >= {targets[1]}x" if targets[1] else "")
+        rows += measure_workload(label, env_name, config, num_envs, names, seconds, {"target": target})
     print_table(f"Environment throughput on {machine_description()}", rows)
-    print(f"\nwrote {write_csv('envs', rows)}")
+    with results_dir_set_to(args.out):
+        print(f"\nwrote {write_csv('envs', rows)}")
     return rows
 
 

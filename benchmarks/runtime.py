@@ -1,8 +1,8 @@
 """Runtime micro-benchmarks, per executor (issue: core runtime).
 
-    python -m benchmarks.runtime [--quick] [--backends cpu,pycuda]
+    python -m benchmarks.runtime [--quick] [--backends cpu,pycuda] [--out DIR]
 
-Prints and writes ``benchmarks/results/runtime.csv``:
+Prints and writes ``runtime.csv`` into ``benchmarks/results/`` (or ``--out``):
 * launch overhead (µs) of a tiny barrier-free kernel and of a 30-argument kernel;
 * cpu executor only: fast-path cost per thread and fiber-barrier cost per thread;
 * sampler throughput (samples/s) at 2000 envs x 1000 agents x 10 actions;
@@ -17,8 +17,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import machine_description, print_table, time_per_call, write_csv
-from warp_drive.backends import gpu_available, get_backend
+from benchmarks.common import (
+    backend_names,
+    machine_description,
+    print_table,
+    results_dir_set_to,
+    time_per_call,
+    write_csv,
+)
+from warp_drive.backends import get_backend
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import DataManager
 from warp_drive.function_manager import FunctionManager
@@ -92,11 +99,12 @@ def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, shorter timing")
     parser.add_argument("--backends", default=None, help="comma-separated; default: cpu, plus pycuda with a GPU")
+    parser.add_argument("--out", default=None, help="folder for the CSV (default: benchmarks/results/)")
     args = parser.parse_args(argv)
-    names = args.backends.split(",") if args.backends else ["cpu"] + (["pycuda"] if gpu_available() else [])
-    rows = [row for name in names for row in bench_backend(name, args.quick)]
+    rows = [row for name in backend_names(args.backends) for row in bench_backend(name, args.quick)]
     print_table(f"Runtime benchmarks on {machine_description()}", rows)
-    print(f"\nwrote {write_csv('runtime', rows)}")
+    with results_dir_set_to(args.out):
+        print(f"\nwrote {write_csv('runtime', rows)}")
     return rows
 
 

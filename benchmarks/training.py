@@ -1,6 +1,6 @@
 """End-to-end training throughput and time to solve CartPole (issue: training).
 
-    python -m benchmarks.training [--quick] [--backend cpu] [--skip-solve]
+    python -m benchmarks.training [--quick] [--backends cpu,pycuda] [--skip-solve] [--out DIR]
 
 1. Env steps/s of whole training iterations (inference, sampling, env step,
    reset, update) for CartPole and Tag at several env counts, with the share
@@ -9,7 +9,10 @@
 2. CartPole solved: PPO until the greedy policy's mean return over 100
    episodes (one in each of 100 envs) reaches 475; reports wall time and env
    steps (evaluation time excluded).
-Writes ``benchmarks/results/training.csv`` and ``training_cartpole_solve.csv``.
+A GPU executor gets larger env counts (a GPU needs many envs to fill); the
+target "end-to-end PPO training on Tag >= 1 M env steps/s" applies there.
+Writes ``training.csv`` and ``training_cartpole_solve.csv`` into
+``benchmarks/results/`` (or ``--out``).
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from benchmarks.common import machine_description, print_table, write_csv
+from benchmarks.common import backend_names, machine_description, print_table, results_dir_set_to, write_csv
+from warp_drive.backends import resolve_backend_name
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build
 
+# (label, config, env counts on the cpu executor, env counts on a GPU, GPU target, config overrides)
 WORKLOADS = [
-    ("CartPole", "cartpole", [32, 256, 2048], []),
-    ("TagContinuous 2 taggers + 5 runners", "tag_continuous_small", [100, 500, 2000], []),
-    ("TagGridWorld 4 taggers + 1 runner", "tag_gridworld", [100, 1000], []),
+    ("CartPole", "cartpole", [32, 256, 2048], [2048, 16_384, 100_000], "", []),
+    ("TagContinuous 2 taggers + 5 runners, PPO", "tag_continuous_small", [100, 500, 2000], [2000, 10_000, 50_000],
+     ">= 1,000,000 (GPU)", []),
+    ("TagGridWorld 4 taggers + 1 runner, A2C", "tag_gridworld", [100, 1000], [1000, 10_000, 50_000], "", []),
 ]
 PHASES = ("inference", "sampling", "env_step", "reset", "update")
 
@@ -70,20 +76,28 @@ def solve_cartpole(backend: str, max_steps: int = 2_000_000, target: float = 475
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--backends", default=None, help="comma-separated; default: cpu, plus pycuda with a GPU")
+    parser.add_argument("--backend", default=None, help="one executor (cpu, pycuda or auto); kept for old commands")
     parser.add_argument("--skip-solve", action="store_true")
+    parser.add_argument("--out", default=None, help="folder for the CSVs (default: benchmarks/results/)")
     args = parser.parse_args(argv)
+    if args.backend and args.backends:
+        parser.error("give --backends or --backend, not both")
+    names = [resolve_backend_name(args.backend)] if args.backend else backend_names(args.backends)
     rows = []
-    for label, name, env_counts, extra in WORKLOADS:
-        for num_envs in env_counts[:2] if args.quick else env_counts:
-            row = throughput(name, num_envs, args.backend, 1 if args.quick else 3, extra)
-            rows.append({"workload": label, **row})
+    for backend in names:
+        for label, name, cpu_envs, gpu_envs, target, extra in WORKLOADS:
+            env_counts = cpu_envs if backend == "cpu" else gpu_envs
+            for num_envs in env_counts[:2] if args.quick else env_counts:
+                row = throughput(name, num_envs, backend, 1 if args.quick else 3, extra)
+                rows.append({"workload": label, "backend": backend, **row, "target": target})
     print_table(f"End-to-end training throughput on {machine_description()}", rows)
-    print(f"\nwrote {write_csv('training', rows)}")
-    if not args.skip_solve and not args.quick:
-        solve = solve_cartpole(args.backend)
-        print_table("CartPole with PPO until solved", [solve])
-        print(f"\nwrote {write_csv('training_cartpole_solve', [solve])}")
+    with results_dir_set_to(args.out):
+        print(f"\nwrote {write_csv('training', rows)}")
+        if not args.skip_solve and not args.quick:
+            solves = [{"backend": backend, **solve_cartpole(backend)} for backend in names]
+            print_table("CartPole with PPO until solved", solves)
+            print(f"\nwrote {write_csv('training_cartpole_solve', solves)}")
     return rows
 
 
