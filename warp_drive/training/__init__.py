@@ -12,4 +12,5 @@ reading a config or listing shipped configs does not import torch.
 * ``algorithms``, ``trainer``: GAE, the A2C and PPO updates, the training loop
 * ``metrics``, ``checkpoint``, ``render``: CSV/TensorBoard logs, checkpoints, episode GIFs
 * ``run``: ``train()`` and ``evaluate()``
+* ``lightning``: ``WarpDriveModule`` / ``RolloutDataModule`` for ``lightning.Trainer`` (extra ``lightning``)
 """

@@ -98,6 +98,7 @@ def policy_update(
     generator: torch.Generator,
     reduce_gradients: Callable[[nn.Module], None] | None = None,
     reduce_mean: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    backward: Callable[[torch.Tensor], None] | None = None,
 ) -> dict[str, float]:
     """Run the A2C or PPO update on ``batch``; return the losses and diagnostics.
 
@@ -107,6 +108,11 @@ def policy_update(
     every rank takes the same step), and ``reduce_mean(approx_kl)`` makes the
     KL early stop the same decision on every rank (a rank that stopped alone
     would leave the others waiting in the next all-reduce).
+
+    ``backward(loss)`` replaces ``loss.backward()``: the Lightning module
+    (``training/lightning.py``) passes ``manual_backward`` and Lightning's
+    wrapped optimizer, so its precision plugin, strategy and callbacks see
+    every gradient step of this same update.
     """
     ppo = algorithm == "PPO"
     n = len(batch)
@@ -140,7 +146,10 @@ def policy_update(
             loss = policy_loss - entropy_coef * entropy + vf_coef * value_loss
 
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if backward is None:
+                loss.backward()
+            else:
+                backward(loss)
             if reduce_gradients is not None:
                 reduce_gradients(model)
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm if max_grad_norm else float("inf"))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -120,6 +120,7 @@ class Trainer:
             for p in self.policies.values():
                 distributed.broadcast_module(p.model)
         self.timers = dict.fromkeys(("inference", "sampling", "env_step", "reset", "update"), 0.0)
+        self._iteration_started = time.perf_counter()
 
     # ------------------------------------------------------------------ setup
     def _check_policy_map(self, policy_map: dict) -> None:
@@ -263,7 +264,15 @@ class Trainer:
         return compute_gae(buf["rewards"], buf["values"], next_values, done == TERMINATED, done > 0, cfg.gamma,
                            cfg.gae_lambda)
 
-    def update(self) -> dict[str, float]:
+    def update(self, optimizers: Mapping[str, Any] | None = None,
+               backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:
+        """The A2C / PPO update of every trained policy on the last rollout.
+
+        ``optimizers`` (policy tag -> optimizer; default: each policy's own)
+        and ``backward`` (default ``loss.backward()``) let the Lightning module
+        run this same update through Lightning's wrapped optimizers and
+        ``manual_backward``.
+        """
         started = time.perf_counter()
         metrics: dict[str, float] = {}
         dist = self.distributed
@@ -273,7 +282,8 @@ class Trainer:
                 dist.average_buffers(p.model)  # one rank's obs statistics must not steer the others' forward
             if not cfg.to_train:
                 continue
-            for group in p.optimizer.param_groups:
+            optimizer = p.optimizer if optimizers is None else optimizers[p.tag]
+            for group in optimizer.param_groups:
                 group["lr"] = p.lr.value(self.env_steps)
             advantages, returns = self._advantages(p)
             buf = p.buffers
@@ -286,17 +296,18 @@ class Trainer:
                 returns=returns.reshape(-1),
             )
             result = policy_update(
-                p.model, p.optimizer, batch, algorithm=cfg.algorithm, clip_param=cfg.clip_param,
+                p.model, optimizer, batch, algorithm=cfg.algorithm, clip_param=cfg.clip_param,
                 clip_value_loss=cfg.clip_value_loss, entropy_coef=p.entropy_coef.value(self.env_steps),
                 vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, normalize_advantage=cfg.normalize_advantage,
                 num_epochs=cfg.num_epochs, num_minibatches=cfg.num_minibatches, target_kl=cfg.target_kl,
                 generator=self.generator,
                 reduce_gradients=None if dist is None else dist.average_gradients,
                 reduce_mean=None if dist is None else dist.mean,
+                backward=backward,
             )
             for key, value in result.items():
                 metrics[f"losses/{key}/{p.tag}"] = value
-            metrics[f"charts/learning_rate/{p.tag}"] = p.optimizer.param_groups[0]["lr"]
+            metrics[f"charts/learning_rate/{p.tag}"] = optimizer.param_groups[0]["lr"]
         self.timers["update"] += time.perf_counter() - started
         return metrics
 
@@ -314,13 +325,24 @@ class Trainer:
 
     def iterate(self) -> dict[str, float]:
         """One rollout and one update; returns the iteration's metrics."""
+        self.begin_iteration()
+        self.collect_rollout()
+        return self.end_iteration(self.update())
+
+    def begin_iteration(self) -> None:
+        """Zero the phase timers and start the iteration clock.
+
+        ``iterate`` is begin, rollout, update, end; the Lightning module runs
+        the same four steps with the rollout in its data loader.
+        """
         for key in self.timers:
             self.timers[key] = 0.0
-        started = time.perf_counter()
-        self.collect_rollout()
-        metrics = self.update()
+        self._iteration_started = time.perf_counter()
+
+    def end_iteration(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Wait for the device, count the iteration, and add SPS and the phase times to ``metrics``."""
         self.env.backend.synchronize()
-        elapsed = time.perf_counter() - started
+        elapsed = time.perf_counter() - self._iteration_started
         self.iteration += 1
         metrics["charts/SPS"] = self.batch_env_steps / elapsed
         metrics.update({f"time/{k}": v for k, v in self.timers.items()})

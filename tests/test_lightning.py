@@ -1,0 +1,246 @@
+"""The Lightning integration on the cpu executor: same results as the plain Trainer, logs, checkpoints, DDP.
+
+Every run here is deterministic (cpu executor, one seed), so a Lightning run
+and a plain ``Trainer.iterate()`` run of the same config must produce the same
+parameters, losses and episodic returns; the tolerance only absorbs float
+round-off.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import json
+import math
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+lightning = pytest.importorskip("lightning")
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
+from lightning.pytorch.loggers import CSVLogger  # noqa: E402
+
+from warp_drive.training.config import load_config  # noqa: E402
+from warp_drive.training.lightning import RolloutDataModule, WarpDriveModule  # noqa: E402
+from warp_drive.training.run import build  # noqa: E402
+
+NUM_ENVS, ROLLOUT = 8, 16
+COMPARED = ("losses/", "charts/episodic_return/", "charts/episodes/", "charts/learning_rate/")
+
+
+def config(name="cartpole", iterations=3, *extra):
+    return load_config(name, ["trainer.backend=cpu", f"trainer.num_envs={NUM_ENVS}",
+                              f"trainer.rollout_length={ROLLOUT}",
+                              f"trainer.total_steps={NUM_ENVS * ROLLOUT * iterations}", *extra])
+
+
+def tag_config(iterations=2):
+    # Short episodes so that some end within the run; both sides trained: two optimizers.
+    return config("tag_continuous_small", iterations, "env.config.episode_length=10", "policy.runner.to_train=true")
+
+
+class Recorder(Callback):
+    """What a user callback sees: the logged metrics after each rollout, and every backward pass."""
+
+    def __init__(self):
+        self.rows: list[dict[str, float]] = []
+        self.backward_calls = 0
+        self.batches: list[tuple[int, list[str]]] = []
+
+    def on_before_backward(self, trainer, pl_module, loss):
+        self.backward_calls += 1
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.rows.append({k: float(v) for k, v in trainer.callback_metrics.items()})
+        self.batches.append((batch.iteration, sorted(batch.policies)))
+
+
+def fit(module, tmp_path, datamodule=None, ckpt_path=None, callbacks=(), **options):
+    recorder = Recorder()
+    settings = dict(accelerator="cpu", devices=1, max_epochs=1, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=1,
+                    default_root_dir=tmp_path)
+    settings.update(options)
+    trainer = lightning.Trainer(callbacks=[recorder, *callbacks], **settings)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    return trainer, recorder.rows, recorder
+
+
+def plain_run(cfg, log_every=1):
+    """The plain loop, with episode metrics gathered every ``log_every`` iterations (``metrics_log_freq``)."""
+    trainer, rows = build(cfg), []
+    while trainer.iteration < trainer.num_iterations:
+        metrics = trainer.iterate()
+        if trainer.iteration % log_every == 0:
+            rows.append({**metrics, **trainer.episode_metrics()})
+    return trainer, rows
+
+
+def assert_same_metrics(plain_rows, lightning_rows):
+    assert len(plain_rows) == len(lightning_rows)
+    for plain, logged in zip(plain_rows, lightning_rows):
+        keys = [k for k in plain if k.startswith(COMPARED)]
+        assert keys and all(k in logged for k in keys), sorted(set(keys) - set(logged))
+        for key in keys:
+            assert logged[key] == pytest.approx(plain[key], rel=1e-6, abs=1e-9, nan_ok=True), key
+
+
+def assert_same_parameters(plain, warp):
+    for tag, policy in plain.policies.items():
+        for (name, p), q in zip(policy.model.named_parameters(), warp.policies[tag].model.parameters()):
+            torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7, msg=f"{tag}.{name}")
+
+
+def test_cartpole_matches_the_plain_trainer_and_logs_to_csv(tmp_path):
+    plain, plain_rows = plain_run(config())
+    module = WarpDriveModule(config())
+    trainer, rows, recorder = fit(module, tmp_path, datamodule=RolloutDataModule(module),
+                                  logger=CSVLogger(tmp_path / "logs", name="cartpole"))
+    warp = module.warp_trainer
+    assert warp.iteration == 3 and warp.env_steps == plain.env_steps
+    assert_same_parameters(plain, warp)
+    assert_same_metrics(plain_rows, rows)
+    assert any(not math.isnan(r["charts/episodic_return/shared"]) for r in rows)  # episodes did end
+    # Callbacks saw every gradient step of the PPO update; global_step counts optimizer steps.
+    assert recorder.backward_calls == trainer.global_step == 3 * 4 * 4  # iterations x epochs x minibatches
+    assert recorder.batches == [(0, ["shared"]), (1, ["shared"]), (2, ["shared"])]  # each batch is a rollout
+    # The CSV logger got one row per rollout with the plain trainer's keys and values.
+    with open(trainer.logger.log_dir + "/metrics.csv") as handle:
+        written = list(csv.DictReader(handle))
+    assert len(written) == 3
+    for key in ("losses/policy_loss/shared", "charts/episodic_return/shared", "charts/SPS", "charts/env_steps",
+                "time/env_step"):
+        assert key in written[0], key
+    assert [float(r["charts/env_steps"]) for r in written] == [NUM_ENVS * ROLLOUT * i for i in (1, 2, 3)]
+    assert [float(r["losses/value_loss/shared"]) for r in written] == pytest.approx(
+        [r["losses/value_loss/shared"] for r in plain_rows], rel=1e-6)
+
+
+def test_two_policy_tag_from_a_built_trainer_matches_the_plain_trainer(tmp_path):
+    plain, plain_rows = plain_run(tag_config())
+    module = WarpDriveModule(build(tag_config()))  # an existing Trainer; the module's own data loader
+    trainer, rows, recorder = fit(module, tmp_path)
+    assert_same_parameters(plain, module.warp_trainer)
+    assert_same_metrics(plain_rows, rows)
+    assert {"losses/policy_loss/tagger", "losses/policy_loss/runner"} <= set(rows[-1])
+    assert recorder.batches == [(0, ["runner", "tagger"]), (1, ["runner", "tagger"])]
+    assert not math.isnan(rows[-1]["charts/episodic_return/tagger"])
+
+
+def test_log_every_n_steps_aggregates_episodes_like_metrics_log_freq(tmp_path):
+    _, plain_rows = plain_run(config(iterations=4), log_every=2)
+    module = WarpDriveModule(config(iterations=4))
+    trainer, _, _ = fit(module, tmp_path, log_every_n_steps=2, logger=CSVLogger(tmp_path, name="every2"))
+    with open(trainer.logger.log_dir + "/metrics.csv") as handle:
+        written = list(csv.DictReader(handle))
+    assert [float(r["charts/env_steps"]) for r in written] == [NUM_ENVS * ROLLOUT * i for i in (2, 4)]
+    for plain, row in zip(plain_rows, written):  # the mean over every episode of the two rollouts
+        assert float(row["charts/episodes/shared"]) == plain["charts/episodes/shared"]
+        assert float(row["charts/episodic_return/shared"]) == pytest.approx(plain["charts/episodic_return/shared"])
+
+
+def test_checkpoint_resumes_exactly_and_loads_into_a_plain_trainer(tmp_path):
+    saver = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=2 * 16, save_top_k=-1)
+    module = WarpDriveModule(config(iterations=4))
+    _, rows, _ = fit(module, tmp_path, callbacks=[saver], enable_checkpointing=True)
+    middle = tmp_path / "ckpt" / "epoch=0-step=32.ckpt"  # after rollout 2 of 4
+    assert middle.is_file()
+
+    resumed = WarpDriveModule(config(iterations=4))
+    _, resumed_rows, _ = fit(resumed, tmp_path, ckpt_path=str(middle))
+    assert resumed.warp_trainer.iteration == 4
+    assert_same_metrics(rows[2:], resumed_rows)
+    assert_same_parameters(module.warp_trainer, resumed.warp_trainer)
+
+    # The checkpoint's warp_drive entry is a plain Trainer state: the plain loop continues the same way.
+    plain = build(config(iterations=4))
+    plain.load_state_dict(torch.load(middle, weights_only=False)["warp_drive"])
+    later = []
+    while plain.iteration < plain.num_iterations:
+        later.append({**plain.iterate(), **plain.episode_metrics()})
+    assert_same_metrics(later, resumed_rows)
+    assert_same_parameters(plain, resumed.warp_trainer)
+
+
+def test_bad_setups_fail_with_a_clear_message(tmp_path):
+    with pytest.raises(TypeError, match="RunConfig"):
+        WarpDriveModule({"name": "cartpole"})
+    with pytest.raises(TypeError, match="WarpDriveModule"):
+        RolloutDataModule(config())
+    with pytest.raises(RuntimeError, match="fit"):
+        WarpDriveModule(config()).warp_trainer
+    with pytest.raises(ValueError, match="precision='32-true'"):
+        fit(WarpDriveModule(config()), tmp_path, precision="bf16-mixed")
+    pycuda = load_config("cartpole", ["trainer.backend=pycuda"])
+    with pytest.raises(ValueError, match="accelerator='gpu'"):
+        fit(WarpDriveModule(pycuda), tmp_path)
+    module = WarpDriveModule(config(iterations=1))
+    fit(module, tmp_path)
+    with pytest.raises(KeyError, match="not saved by a WarpDriveModule"):
+        module.on_load_checkpoint({"state_dict": {}})
+
+
+def test_without_lightning_the_import_error_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "lightning", None)  # what `import lightning` sees when it is not installed
+    monkeypatch.delitem(sys.modules, "warp_drive.training.lightning")
+    with pytest.raises(ImportError, match=r"pip install 'warp-drive\[lightning\]'"):
+        importlib.import_module("warp_drive.training.lightning")
+
+
+DDP_SCRIPT = textwrap.dedent('''
+    """Lightning DDP on 2 CPU processes, then the plain data-parallel Trainer in the same process group."""
+    import hashlib, json, sys
+    import lightning
+    from lightning.pytorch.callbacks import Callback
+    from warp_drive.training.config import load_config
+    from warp_drive.training.lightning import WarpDriveModule
+    from warp_drive.training.run import build
+
+    OVERRIDES = {overrides!r}
+
+    def digest(trainer):
+        h = hashlib.sha256()
+        for name, t in sorted(trainer.policies["shared"].model.state_dict().items()):
+            h.update(name.encode()); h.update(t.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()
+
+    class Rows(Callback):
+        rows = []
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            self.rows.append({{k: float(v) for k, v in trainer.callback_metrics.items()}})
+
+    module = WarpDriveModule(load_config("cartpole", OVERRIDES))
+    fit = lightning.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=1, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            log_every_n_steps=1, callbacks=[Rows()], default_root_dir=sys.argv[1])
+    fit.fit(module)
+    dist = module.warp_trainer.distributed
+    plain, plain_rows = build(load_config("cartpole", OVERRIDES), dist), []
+    while plain.iteration < plain.num_iterations:
+        metrics = dist.reduce_metrics(plain.iterate())
+        plain_rows.append({{**metrics, **dist.reduce_episode_metrics(plain.episode_metrics())}})
+    with open(f"{{sys.argv[1]}}/rank{{dist.rank}}.json", "w") as out:
+        json.dump({{"lightning": digest(module.warp_trainer), "plain": digest(plain), "rows": Rows.rows,
+                   "plain_rows": plain_rows, "world_size": fit.world_size}}, out)
+''')
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes_matches_the_plain_data_parallel_trainer(tmp_path):
+    overrides = ["trainer.backend=cpu", f"trainer.num_envs={NUM_ENVS}", f"trainer.rollout_length={ROLLOUT}",
+                 f"trainer.total_steps={NUM_ENVS * ROLLOUT * 2}"]
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT.format(overrides=overrides))
+    result = subprocess.run([sys.executable, str(script), str(tmp_path)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert ranks[0]["world_size"] == 2
+    # One model on both ranks, and the same one the plain torchrun-style data-parallel loop trains.
+    assert ranks[0]["lightning"] == ranks[1]["lightning"] == ranks[0]["plain"] == ranks[1]["plain"]
+    for rank in ranks:  # metrics aggregated over ranks, as warp-drive train --nproc 2 logs them
+        assert_same_metrics(rank["plain_rows"], rank["rows"])
+    assert ranks[0]["rows"][-1]["charts/env_steps"] == 2 * NUM_ENVS * ROLLOUT * 2
