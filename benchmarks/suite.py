@@ -58,7 +58,7 @@ SUITES = (
     Suite("paper", "benchmarks.paper", "the WarpDrive paper's Tag workloads", "--backends", takes_smoke=True),
     Suite("training", "benchmarks.training", "end-to-end training iterations (env steps/s, time per phase)",
           "--backends"),
-    Suite("scaling", "benchmarks.scaling", "scaling benchmarks", None),
+    Suite("scaling", "benchmarks.scaling", "training env steps/s vs processes and envs; the auto-scaler's choices", "--backends"),
     Suite("lightning", "benchmarks.lightning", "training through PyTorch Lightning vs the plain Trainer", "--backend"),
 )
 SUITES_BY_NAME = {suite.name: suite for suite in SUITES}

@@ -106,7 +106,9 @@ def test_executors_reach_each_suite_as_its_command_line_names_them():
     by_name = suite.SUITES_BY_NAME
     assert suite.suite_argvs(by_name["paper"], args) == [["--quick", "--backends", "cpu"]]
     assert suite.suite_argvs(by_name["lightning"], args) == [["--quick", "--backend", "cpu"]]
-    assert suite.suite_argvs(by_name["scaling"], args) == [["--quick"]]
+    assert suite.suite_argvs(by_name["scaling"], args) == [["--quick", "--backends", "cpu"]]
+    own_choice = suite.Suite("own", "benchmarks.own", "picks its own executor", None)
+    assert suite.suite_argvs(own_choice, args) == [["--quick"]]
     assert suite.suite_argvs(by_name["paper"], suite.parse_args([])) == [[]]  # each suite's own default
 
 

@@ -3,6 +3,7 @@
     warp-drive train --config tag_continuous_small
     warp-drive train --config cartpole --set trainer.num_envs=64 policy.shared.lr=1e-3 --backend cpu
     warp-drive train --config cartpole --resume latest
+    warp-drive train --config cartpole --auto-scale --memory-budget 2GiB
     warp-drive evaluate runs/cartpole/experiment/20250101-120000 --episodes 20
     warp-drive configs
     warp-drive envs
@@ -22,6 +23,7 @@ import sys
 from typing import Sequence
 
 from warp_drive import __version__
+from warp_drive.training.autoscale import ScaleError, auto_scale
 from warp_drive.training.config import (
     BACKENDS,
     CONFIG_DIR,
@@ -43,6 +45,7 @@ examples:
   warp-drive train --config cartpole --set 'policy.*.entropy_coef={type: linear, start: 0.02, end: 0}'
   warp-drive train --config cartpole --resume latest
   warp-drive train --config cartpole --nproc 2
+  warp-drive train --config tag_continuous_small --auto-scale --memory-budget 4GiB --max-envs 8192
   torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \
       -m warp_drive train --config tag_continuous_small
 
@@ -50,6 +53,14 @@ examples:
 --standalone, which picks a free port): N data-parallel processes, each with its
 own envs (seed + rank); one GPU each (NCCL) or a share of the CPU (gloo).
 Under torchrun the same command needs no flag: it reads RANK/WORLD_SIZE.
+
+--auto-scale first finds the largest trainer.num_envs (up to --max-envs, and to
+total_steps / rollout_length), then the fewest num_minibatches of each trained
+PPO policy, that fit the memory budget of one training process: GPU memory on a
+GPU (default 90% of it), resident host memory on the cpu executor (default half
+of what is available, shared by the --nproc processes). Each size is tried in a
+child process (a few training iterations), logged with its peak memory and env
+steps/s; training then runs with the chosen sizes.
 
 --set KEY=VALUE takes a dotted key path into the config and a YAML value
 (200, 3e-4, true, null, [64, 64], {type: linear, start: 1e-3, end: 0}).
@@ -120,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no progress bar (for logs and CI)")
     train.add_argument("--nproc", type=_positive_int, default=None, metavar="N",
                        help="data-parallel training with N processes on this machine (via torchrun)")
+    train.add_argument("--auto-scale", action="store_true",
+                       help="first find the largest num_envs, then the largest PPO minibatch, that fit the memory "
+                       "budget (each tried in a child process), and train with them")
+    train.add_argument("--memory-budget", metavar="SIZE", default=None,
+                       help="with --auto-scale: memory of one training process, e.g. 2GiB or 512MiB (default: 90%% "
+                       "of the GPU's, or half of the host memory available on the cpu executor)")
+    train.add_argument("--max-envs", type=_positive_int, default=None, metavar="N",
+                       help="with --auto-scale: the most envs to try (default 65,536)")
     train.set_defaults(handler=cmd_train)
 
     evaluate = commands.add_parser(
@@ -153,6 +172,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         overrides.append(f"trainer.backend={args.backend}")
     config = load_config(args.config, overrides)
     check_env(config)  # a misspelt env name or constructor argument fails here, before any compile
+    if args.auto_scale:
+        chosen = auto_scale_sizes(args, config)
+        args.overrides = [*args.overrides, *chosen]  # after the user's, so they win; --nproc workers get them too
+        config = load_config(args.config, [*overrides, *chosen])
+    elif args.memory_budget is not None or args.max_envs is not None:
+        raise ConfigError("--memory-budget and --max-envs only apply with --auto-scale")
     if args.nproc is not None:
         return launch_workers(args)
 
@@ -162,6 +187,20 @@ def cmd_train(args: argparse.Namespace) -> int:
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per torchrun worker
         print(f"run directory: {run_dir}")
     return 0
+
+
+def auto_scale_sizes(args: argparse.Namespace, config) -> list[str]:
+    """Run the auto-scaler for ``train --auto-scale``; return its ``--set`` overrides."""
+    if args.resume is not None:
+        raise ConfigError("--auto-scale chooses the sizes of a new run; a resumed run keeps its own "
+                          "(drop --auto-scale or --resume)")
+    if "WORLD_SIZE" in os.environ:
+        raise ConfigError("--auto-scale under torchrun would search once per process; use "
+                          "'warp-drive train --auto-scale --nproc N', or run the search once and pass its "
+                          "overrides with --set")
+    result = auto_scale(config, args.memory_budget, args.max_envs, processes=args.nproc or 1,
+                        log=lambda line: print(line, flush=True))
+    return result.overrides
 
 
 def launch_workers(args: argparse.Namespace) -> int:
@@ -253,6 +292,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:  # a run directory or checkpoint that is not there
         print(f"warp-drive {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except ScaleError as exc:  # --auto-scale found nothing that fits, or a probe hit a bug
+        print(f"warp-drive {args.command}: auto-scale: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"warp-drive {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
