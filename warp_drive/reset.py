@@ -42,6 +42,12 @@ class EnvironmentReset:
         self._table: torch.Tensor | None = None
         self._table_key = None
         self._block = self._grid = self._threads_per_env = 1
+        # Launches bound once per table (arguments checked and packed): a
+        # reset is called every step, and checking eight arguments in Python
+        # cost ~10x the launch itself for small envs. Only the scalars that
+        # change (force, seed, counter) are rewritten before each launch.
+        self._reset_launch = None
+        self._clear_launch = None
 
     def init_reset_pool(self, data_manager=None, seed: int | None = None) -> None:
         """Seed the per-env pool draws (kept for WarpDrive compatibility)."""
@@ -78,31 +84,38 @@ class EnvironmentReset:
             envs_per_block = min(BLOCK // self._threads_per_env, data_manager.num_envs)
             self._block = self._threads_per_env * envs_per_block
             self._grid = -(-data_manager.num_envs // envs_per_block)
+            self._bind(data_manager)
             self._table_key = key
         return self._table, 0 if self._table is None else self._table.shape[0]
+
+    def _bind(self, data_manager) -> None:
+        fm, n_envs = self.function_manager, data_manager.num_envs
+        done = data_manager.data_on_device_via_torch(DONE)
+        self._reset_launch = None if self._table is None else fm.bind(
+            "wd_reset_arrays",
+            [self._table, self._table.shape[0], done, 0, self.seed, self.counter, n_envs, self._threads_per_env],
+            grid=(self._grid, 1, 1), block=(self._block, 1, 1))
+        flat_block = min(BLOCK, n_envs)
+        self._clear_launch = fm.bind(
+            "wd_clear_done_flags", [done, data_manager.data_on_device_via_torch(TIMESTEP), n_envs, 0],
+            grid=(-(-n_envs // flat_block), 1, 1), block=(flat_block, 1, 1))
 
     def reset_when_done(self, data_manager, mode: str = "if_done", undo_done_after_reset: bool = True) -> None:
         """Reset the envs whose ``_done_`` is set (``mode="if_done"``) or all of them (``"force_reset"``)."""
         if mode not in _MODES:
             raise ValueError(f"reset mode {mode!r}; choose one of {_MODES}")
         force = int(mode == "force_reset")
-        done = data_manager.data_on_device_via_torch(DONE)
-        table, n_arrays = self._current_table(data_manager)
-        if n_arrays:
-            self.function_manager.launch(
-                "wd_reset_arrays",
-                [table, n_arrays, done, force, self.seed, self.counter, data_manager.num_envs,
-                 self._threads_per_env],
-                grid=(self._grid, 1, 1),
-                block=(self._block, 1, 1),
-            )
+        self._current_table(data_manager)
+        if self._reset_launch is not None:
+            launch = self._reset_launch
+            launch.set_scalar(3, force)
+            launch.set_scalar(4, self.seed)
+            launch.set_scalar(5, self.counter)
+            launch()
             self.counter += 1
         if undo_done_after_reset:
-            self.function_manager.launch_flat(
-                "wd_clear_done_flags",
-                [done, data_manager.data_on_device_via_torch(TIMESTEP), data_manager.num_envs, force],
-                data_manager.num_envs,
-            )
+            self._clear_launch.set_scalar(3, force)
+            self._clear_launch()
 
     def state_dict(self) -> dict:
         return {"seed": self.seed, "counter": self.counter}

@@ -83,10 +83,22 @@ def convert_scalar(signature: KernelSignature, index: int, param: Param, value: 
         if not value.is_integer():
             raise KernelLaunchError(f"{where} is an integer; got the non-integral {value!r}")
         value = int(value)
-    info = np.iinfo(dtype)
-    if not info.min <= int(value) <= info.max:
-        raise KernelLaunchError(f"{where}: {value} does not fit in {dtype.name} [{info.min}, {info.max}]")
+    low, high = _integer_range(dtype)
+    if not low <= int(value) <= high:
+        raise KernelLaunchError(f"{where}: {value} does not fit in {dtype.name} [{low}, {high}]")
     return dtype.type(int(value))
+
+
+_INTEGER_RANGES: dict[np.dtype, tuple[int, int]] = {}
+
+
+def _integer_range(dtype: np.dtype) -> tuple[int, int]:
+    """(min, max) of an integer dtype, cached: ``np.iinfo`` costs more than the rest of a scalar's check."""
+    limits = _INTEGER_RANGES.get(dtype)
+    if limits is None:
+        info = np.iinfo(dtype)
+        limits = _INTEGER_RANGES[dtype] = (int(info.min), int(info.max))
+    return limits
 
 
 def check_arguments(signature: KernelSignature, args: Sequence[Any], device: torch.device) -> list[Any]:
