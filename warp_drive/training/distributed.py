@@ -203,7 +203,15 @@ def init(backend_name: str) -> Distributed:
 
 
 def shutdown() -> None:
+    """Leave the group once every rank is done with it (after a successful run only).
+
+    The barrier keeps a rank that finished first from tearing down its
+    connections while a peer is still in a collective with it: seen once as
+    an abort ("terminate called without an active exception") of rank 0 at
+    exit in a 2-process gloo run.
+    """
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
