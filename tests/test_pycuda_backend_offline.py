@@ -215,6 +215,19 @@ def _check_param_layout(cubin: bytes, symbols) -> None:
 
 
 @needs_nvcc
+def test_every_example_env_kernel_builds_with_nvcc(toolchain, cache):
+    """Without a GPU, nvcc still checks that every shipped env's step kernel
+    compiles for a device with the backend's flags (one build of them all)."""
+    from warp_drive.registry import BUILTIN_ENVS, get_env_class
+
+    classes = [get_env_class(name) for name in BUILTIN_ENVS]
+    plan = pb.plan_build(toolchain, "sm_90", sorted({cls.cuda_source_path() for cls in classes}))
+    plan.compile()
+    assert plan.target.read_bytes()[:4] == b"\x7fELF"
+    assert {cls.step_kernel for cls in classes} <= set(plan.symbols.kernels)
+
+
+@needs_nvcc
 def test_kernel_parameters_match_what_nvcc_compiled(toolchain, cache, tmp_path):
     src = _write(tmp_path / "params.cu", """\
         extern "C" __global__ void k(const float* __restrict__ a, int n, double x, bool flag, short s,
