@@ -45,11 +45,28 @@ WORKLOADS = [
 QUICK_ENVS = {2000: 500, 100: 20, 100_000: 20_000}
 
 
+ACTION_SETS = 8
+
+
 def kernel_rate(wrapper: EnvWrapper, seconds: float) -> float:
-    """Env steps/s of the kernel: step every env, then reset the done ones on the device."""
-    wrapper.actions.copy_(torch.from_numpy(random_actions(wrapper, np.random.default_rng(0))))
+    """Env steps/s of the kernel: new actions, step every env, reset the done ones on the device.
+
+    Actions change every step, as under a policy: the step cycles through
+    ``ACTION_SETS`` random action arrays already on the device, and the copy
+    into ``wrapper.actions`` is timed with it. (One fixed action array would
+    make every agent repeat its move, which in Tag drives them in circles and
+    into the walls: an unrepresentative state for envs whose cost depends on
+    where the agents are.)
+    """
+    rng = np.random.default_rng(0)
+    action_sets = [torch.from_numpy(random_actions(wrapper, rng)).to(wrapper.actions.device)
+                   for _ in range(ACTION_SETS)]
+    calls = 0
 
     def step():
+        nonlocal calls
+        wrapper.actions.copy_(action_sets[calls % ACTION_SETS])
+        calls += 1
         wrapper.step_all_envs()
         wrapper.reset_only_done_envs()
 

@@ -27,20 +27,27 @@
 //
 // Step order: (1) every agent moves and writes its base reward; positions and
 // the pre-tag "still in the game" flags are staged in shared memory when they
-// fit (one block per env, at most TAG_STAGE_CAP agents); barrier; [grid only:
-// thread 0 bins the agents into cells; barrier;] (2) observations from the
-// moved state and the pre-tag flags, then (3) tagging. Unstaged (an env
-// spanning several blocks, or too many agents), the observations read the
-// flags from global memory, so a second barrier separates them from the
-// tagging writes. Every thread reaches every barrier: the conditions above are
-// the same for the whole env.
+// fit (one block per env, at most TAG_STAGE_CAP agents); barrier; (2)
+// observations from the moved state and the pre-tag flags, then (3) tagging.
+// Unstaged (an env spanning several blocks, or too many agents), the
+// observations read the flags from global memory, so a second barrier
+// separates them from the tagging writes. Every thread reaches every barrier:
+// the conditions above are the same for the whole env.
+//
+// On the cpu executor with the neighbour grid, steps 2 and 3 instead run in
+// the last thread of the block to finish step 1, for every agent in turn (the
+// threadFenceReduction pattern: arrivals[env] counts the threads in). That
+// thread also bins the agents into the grid. The kernel then has no barrier,
+// so the executor runs the threads as plain calls rather than fibers; at 1000
+// agents the two barriers' fiber switches cost a third of the step.
 //
 // Bookkeeping without extra barriers: every thread reads _timestep_ before the
 // first barrier and thread 0 of the env writes t back after it (nobody reads it
-// afterwards). _done_ is only ever set: the runner whose atomicSub empties the
-// runner count stores 1 (terminated), and thread 0 turns a still-clear flag
-// into 2 (truncated) with atomicCAS at the time limit, so a termination on the
-// last step wins whatever the order.
+// afterwards; on the grid path the last thread does both). _done_ is only ever
+// set: the runner whose atomicSub empties the runner count stores 1
+// (terminated), and thread 0 turns a still-clear flag into 2 (truncated) with
+// atomicCAS at the time limit, so a termination on the last step wins whatever
+// the order.
 //
 // Float math is IEEE single precision with every operation rounded on its own
 // (wd_f*_rn, wd_sincosf, wd_sqrtf, fmodf which is exact), so the GPU, the cpu
@@ -289,6 +296,151 @@ __device__ __forceinline__ bool tag_nearest_covers(const TagNearest& nearest, fl
   return nearest.worst > margin * margin * 1.0009765625f;
 }
 
+// The step's inputs for one env: pointers already offset to its rows, and the
+// constants. Built once per thread so that the per-agent helpers below take
+// one argument instead of thirty.
+struct TagEnv {
+  int n, k;  // agents; neighbours observed (0 with full observation)
+  float *x, *y, *speed, *acc, *dir;  // moved state, final after step 1
+  const int* still;                   // flags the observations see (staged or global, before the tags)
+  int* still_global;                  // flags the tags clear
+  float* rewards;
+  float* observations;
+  const int* agent_types;
+  const int* tagger_ids;
+  int num_taggers;
+  float position_scale, speed_scale, direction_scale, time_feature;
+  float distance_margin, tag_reward, tag_penalty, end_of_game_reward;
+  int runner_exits;
+  int* num_runners;  // this env's counter
+  int* done;         // this env's flag
+  int t, episode_length;
+};
+
+// One agent's own state after its move.
+struct TagAgent {
+  float x, y, sp, acc, dir;
+  int still;
+};
+
+// Step 2 for one agent: its observation row from the moved state and the
+// pre-tag flags. With partial observation `nearest` comes back holding its k
+// nearest, which step 3 reuses.
+__device__ void tag_observe(const TagEnv& e, const TagShared& sh, bool staged, bool use_grid, int grid_side,
+                            float cell, float inv_cell, int agent, const TagAgent& me, TagNearest& nearest) {
+  if (e.k == 0) {  // full observation: every other agent, in id order
+    const int width = e.n - 1;
+    float* obs = e.observations + (size_t)agent * (TAG_NUM_FEATURES * width + 1);
+    int slot = 0;
+    for (int j = 0; j < e.n; ++j) {
+      if (j == agent) continue;
+      const float type = (float)e.agent_types[j];
+      const float other_still = (float)e.still[j];
+      if (me.still) {
+        tag_write_features(obs, width, slot, wd_fdiv_rn(wd_fsub_rn(e.x[j], me.x), e.position_scale),
+                           wd_fdiv_rn(wd_fsub_rn(e.y[j], me.y), e.position_scale),
+                           wd_fdiv_rn(wd_fsub_rn(e.speed[j], me.sp), e.speed_scale),
+                           wd_fdiv_rn(wd_fsub_rn(e.acc[j], me.acc), e.speed_scale),
+                           wd_fdiv_rn(wd_fsub_rn(e.dir[j], me.dir), e.direction_scale), type, other_still);
+      } else {
+        tag_write_features(obs, width, slot, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, type, other_still);
+      }
+      ++slot;
+    }
+    obs[TAG_NUM_FEATURES * width] = me.still ? e.time_feature : 0.0f;
+    return;
+  }
+  const int k = e.k;
+  float* obs = e.observations + (size_t)agent * (TAG_NUM_FEATURES * k + 1);
+  if (me.still) {
+    // The k nearest others still in the game: through the grid, or a scan of
+    // the ids below, then above the observer's own (increasing ids).
+    if (use_grid) {
+      tag_grid_search(nearest, agent, me.x, me.y, sh, grid_side, cell, inv_cell);
+    } else if (staged) {
+      tag_scan<true>(nearest, me.x, me.y, sh.x, sh.y, sh.still, 0, agent);
+      tag_scan<true>(nearest, me.x, me.y, sh.x, sh.y, sh.still, agent + 1, e.n);
+    } else {
+      tag_scan<false>(nearest, me.x, me.y, e.x, e.y, e.still, 0, agent);
+      tag_scan<false>(nearest, me.x, me.y, e.x, e.y, e.still, agent + 1, e.n);
+    }
+  }
+  for (int slot = 0; slot < k; ++slot) {
+    if (slot < nearest.count) {
+      const int j = nearest.id(slot);
+      tag_write_features(obs, k, slot, wd_fdiv_rn(wd_fsub_rn(e.x[j], me.x), e.position_scale),
+                         wd_fdiv_rn(wd_fsub_rn(e.y[j], me.y), e.position_scale),
+                         wd_fdiv_rn(wd_fsub_rn(e.speed[j], me.sp), e.speed_scale),
+                         wd_fdiv_rn(wd_fsub_rn(e.acc[j], me.acc), e.speed_scale),
+                         wd_fdiv_rn(wd_fsub_rn(e.dir[j], me.dir), e.direction_scale), (float)e.agent_types[j],
+                         1.0f);  // only agents still in the game are observed
+    } else {
+      tag_write_features(obs, k, slot, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  obs[TAG_NUM_FEATURES * k] = me.still ? e.time_feature : 0.0f;
+}
+
+// Step 3 for one runner still in the game: tagged when its nearest tagger is
+// within the margin; the end-of-game reward at the time limit.
+__device__ void tag_resolve(const TagEnv& e, int agent, const TagAgent& me, const TagNearest& nearest) {
+  float reward = e.rewards[agent];
+  float tagger_d2 = INFINITY;
+  int tagger = -1;
+  if (tag_nearest_covers(nearest, e.distance_margin)) {
+    // Every agent within the margin is in the list, taggers included (they
+    // never leave the game), in (distance, id) order.
+    for (int slot = 0; slot < nearest.count && tagger < 0; ++slot) {
+      if (e.agent_types[nearest.id(slot)] != 0) {
+        tagger = nearest.id(slot);
+        tagger_d2 = nearest.distance(slot);
+      }
+    }
+  } else {
+    for (int i = 0; i < e.num_taggers; ++i) {  // tagger_ids ascending: ties go to the smaller id
+      const int j = e.tagger_ids[i];
+      const float d2 = tag_squared_distance(me.x, me.y, e.x[j], e.y[j]);
+      if (d2 < tagger_d2) {
+        tagger_d2 = d2;
+        tagger = j;
+      }
+    }
+  }
+  int in_game = 1;
+  if (tagger >= 0 && wd_sqrtf(tagger_d2) < e.distance_margin) {
+    reward = wd_fadd_rn(reward, e.tag_penalty);
+    atomicAdd(&e.rewards[tagger], e.tag_reward);
+    if (e.runner_exits) {
+      in_game = 0;
+      e.still_global[agent] = 0;
+      if (atomicSub(e.num_runners, 1) == 1) atomicExch(e.done, 1);  // the last runner: terminated
+    }
+  }
+  // Runners still in the game at the time limit (not those tagged out on
+  // this very step) collect the end-of-game reward.
+  if (e.t == e.episode_length && in_game) reward = wd_fadd_rn(reward, e.end_of_game_reward);
+  e.rewards[agent] = reward;
+}
+
+// Counting sort of the agents still in the game into their cells (grid
+// entries in cell order). Counts go to cell_start[c + 2]; after the prefix sum
+// cell_start[c + 1] is where cell c starts, and after the scatter (which
+// advances it) cell_start[c] is.
+__device__ void tag_bin(TagShared& sh, int n, int cells) {
+  for (int c = 0; c < cells + 2; ++c) sh.cell_start[c] = 0;
+  for (int a = 0; a < n; ++a) {
+    if (sh.cell_of[a] >= 0) ++sh.cell_start[sh.cell_of[a] + 2];
+  }
+  for (int c = 2; c < cells + 2; ++c) sh.cell_start[c] += sh.cell_start[c - 1];
+  for (int a = 0; a < n; ++a) {
+    if (sh.cell_of[a] < 0) continue;
+    const int i = sh.cell_start[sh.cell_of[a] + 1]++;
+    sh.cell_agents[i] = a;
+    sh.cell_x[i] = sh.x[a];
+    sh.cell_y[i] = sh.y[a];
+  }
+}
+
 }  // namespace
 
 extern "C" __global__ void TagContinuousStep(
@@ -301,7 +453,8 @@ extern "C" __global__ void TagContinuousStep(
     const int* __restrict__ sampled_actions, float* rewards, const float* __restrict__ step_rewards,
     int* num_runners, float distance_margin_for_reward, float tag_reward_for_tagger, float tag_penalty_for_runner,
     float end_of_game_reward_for_runner, float position_scale, float speed_scale, float direction_scale,
-    int stage_in_shared, int grid_side, int* done, int* timestep, int num_agents, int episode_length) {
+    int stage_in_shared, int grid_side, int* arrivals, int* done, int* timestep, int num_agents,
+    int episode_length) {
   __shared__ TagShared sh;
 
   const int env = wd_env_id();
@@ -311,36 +464,34 @@ extern "C" __global__ void TagContinuousStep(
   const int row = env * n + agent;
   // Uniform over the env: every thread takes the same branch at the barriers.
   const bool staged = stage_in_shared && wd_blocks_per_env() == 1 && n <= TAG_STAGE_CAP;
-  const int t = timestep[env] + 1;  // thread 0 stores it after the first barrier
   const int cells = grid_side * grid_side;
   const bool use_grid = staged && !use_full_observation && grid_side > 0 && cells <= TAG_GRID_MAX_CELLS;
   const float cell = use_grid ? wd_fdiv_rn(grid_length, (float)grid_side) : 0.0f;
   const float inv_cell = use_grid ? wd_fdiv_rn((float)grid_side, grid_length) : 0.0f;
 
   // ------------------------------------------------------------ 1. move
-  float x = 0.0f, y = 0.0f, sp = 0.0f, acc = 0.0f, dir = 0.0f;
-  int still = 0;
+  TagAgent me = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0};
   if (is_agent) {
     const float two_pi = tag_two_pi();
-    still = still_in_the_game[row];
+    me.still = still_in_the_game[row];
     const float delta_acc = acceleration_actions[sampled_actions[2 * row]];
     const float delta_turn = turn_actions[sampled_actions[2 * row + 1]];
 
-    acc = wd_fadd_rn(acceleration[row], delta_acc);
-    dir = still ? fmodf(wd_fadd_rn(direction[row], delta_turn), two_pi) : 0.0f;
+    float acc = wd_fadd_rn(acceleration[row], delta_acc);
+    float dir = me.still ? fmodf(wd_fadd_rn(direction[row], delta_turn), two_pi) : 0.0f;
     if (dir < 0.0f) dir = wd_fadd_rn(dir, two_pi);
 
     const float top_speed = wd_fmul_rn(max_speed, skill_levels[agent]);
-    sp = wd_fadd_rn(speed[row], acc);
+    float sp = wd_fadd_rn(speed[row], acc);
     if (sp < 0.0f) sp = 0.0f;
     if (sp > top_speed) sp = top_speed;
-    if (!still) sp = 0.0f;
+    if (!me.still) sp = 0.0f;
     if (sp <= 0.0f || sp >= top_speed) acc = 0.0f;  // stop accelerating at either speed limit
 
     float s, c;
     wd_sincosf(dir, &s, &c);
-    x = wd_fadd_rn(loc_x[row], wd_fmul_rn(sp, c));
-    y = wd_fadd_rn(loc_y[row], wd_fmul_rn(sp, s));
+    float x = wd_fadd_rn(loc_x[row], wd_fmul_rn(sp, c));
+    float y = wd_fadd_rn(loc_y[row], wd_fmul_rn(sp, s));
     const bool crossed = x < 0.0f || x > grid_length || y < 0.0f || y > grid_length;
     if (x < 0.0f) x = 0.0f;
     if (x > grid_length) x = grid_length;
@@ -354,155 +505,93 @@ extern "C" __global__ void TagContinuousStep(
     direction[row] = dir;
     acceleration[row] = acc;
     edge_hit_reward_penalty[row] = edge;
-    // Base reward; runners add tag rewards into taggers' rows after the barrier.
-    rewards[row] = still ? wd_fadd_rn(edge, step_rewards[agent]) : 0.0f;
+    // Base reward; runners add tag rewards into taggers' rows in step 3.
+    rewards[row] = me.still ? wd_fadd_rn(edge, step_rewards[agent]) : 0.0f;
+    me.x = x;
+    me.y = y;
+    me.sp = sp;
+    me.acc = acc;
+    me.dir = dir;
     if (staged) {
-      sh.x[agent] = still ? x : INFINITY;
+      sh.x[agent] = me.still ? x : INFINITY;
       sh.y[agent] = y;
-      sh.still[agent] = still;
+      sh.still[agent] = me.still;
     }
     if (use_grid) {
-      sh.cell_of[agent] =
-          still ? tag_cell_coordinate(y, inv_cell, grid_side) * grid_side + tag_cell_coordinate(x, inv_cell, grid_side)
-                : -1;
+      sh.cell_of[agent] = me.still ? tag_cell_coordinate(y, inv_cell, grid_side) * grid_side +
+                                         tag_cell_coordinate(x, inv_cell, grid_side)
+                                   : -1;
     }
   }
-  wd_sync_env();
+
+  TagEnv e;
+  e.n = n;
+  e.k = use_full_observation ? 0 : num_other_agents_observed;
+  e.x = loc_x + env * n;
+  e.y = loc_y + env * n;
+  e.speed = speed + env * n;
+  e.acc = acceleration + env * n;
+  e.dir = direction + env * n;
+  e.still = staged ? sh.still : still_in_the_game + env * n;
+  e.still_global = still_in_the_game + env * n;
+  e.rewards = rewards + env * n;
+  e.observations = observations + (size_t)env * n * (TAG_NUM_FEATURES * (e.k == 0 ? n - 1 : e.k) + 1);
+  e.agent_types = agent_types;
+  e.tagger_ids = tagger_ids;
+  e.num_taggers = num_taggers;
+  e.position_scale = position_scale;
+  e.speed_scale = speed_scale;
+  e.direction_scale = direction_scale;
+  e.distance_margin = distance_margin_for_reward;
+  e.tag_reward = tag_reward_for_tagger;
+  e.tag_penalty = tag_penalty_for_runner;
+  e.end_of_game_reward = end_of_game_reward_for_runner;
+  e.runner_exits = runner_exits_game_after_tagged;
+  e.num_runners = num_runners + env;
+  e.done = done + env;
+  e.episode_length = episode_length;
 
   if (use_grid) {
-    // Counting sort of the agents still in the game into their cells, by one
-    // thread: the grid is only compiled for the cpu executor, whose threads
-    // run one after another anyway, and this saves two barriers. Counts go to
-    // cell_start[c + 2]; after the prefix sum cell_start[c + 1] is where cell c
-    // starts, and after the scatter (which advances it) cell_start[c] is.
-    if (threadIdx.x == 0) {
-      for (int c = 0; c < cells + 2; ++c) sh.cell_start[c] = 0;
-      for (int a = 0; a < n; ++a) {
-        if (sh.cell_of[a] >= 0) ++sh.cell_start[sh.cell_of[a] + 2];
-      }
-      for (int c = 2; c < cells + 2; ++c) sh.cell_start[c] += sh.cell_start[c - 1];
-      for (int a = 0; a < n; ++a) {
-        if (sh.cell_of[a] < 0) continue;
-        const int i = sh.cell_start[sh.cell_of[a] + 1]++;
-        sh.cell_agents[i] = a;
-        sh.cell_x[i] = sh.x[a];
-        sh.cell_y[i] = sh.y[a];
-      }
+    // Steps 2 and 3 by the last thread of the block to finish its move, for
+    // every agent (the grid is only compiled for the cpu executor, whose
+    // threads run one after another on one host thread anyway). With no
+    // barrier in the kernel the executor runs the block's threads as plain
+    // calls, not fibers: on 1000 agents a barrier costs as much as an agent's
+    // whole observation. arrivals[env] counts the block's threads in; the
+    // last one sets it back to 0 for the next launch.
+    if (atomicAdd(&arrivals[env], 1) != (int)(blockDim.x * blockDim.y * blockDim.z) - 1) return;
+    arrivals[env] = 0;
+    tag_bin(sh, n, cells);
+    e.t = timestep[env] + 1;
+    e.time_feature = wd_fdiv_rn((float)e.t, (float)episode_length);
+    for (int a = 0; a < n; ++a) {
+      const TagAgent other = {e.x[a], e.y[a], e.speed[a], e.acc[a], e.dir[a], sh.still[a]};
+      TagNearest nearest;
+      nearest.init(e.k);
+      tag_observe(e, sh, staged, use_grid, grid_side, cell, inv_cell, a, other, nearest);
+      if (other.still && agent_types[a] == 0) tag_resolve(e, a, other, nearest);
     }
-    __syncthreads();
+    timestep[env] = e.t;
+    if (e.t >= episode_length) atomicCAS(&done[env], 0, 2);  // truncated unless terminated
+    return;
   }
 
-  if (agent == 0) timestep[env] = t;
-  // From here on positions, speeds, directions and accelerations are final;
-  // only the flags change (in step 3), so the observations read the staged
-  // flags, or the global ones before the second barrier.
-  const float* x_env = loc_x + env * n;
-  const float* y_env = loc_y + env * n;
-  const int* still_env = staged ? sh.still : still_in_the_game + env * n;
+  // Every thread reads _timestep_ before the barrier; thread 0 of the env
+  // writes it back after (nobody reads it afterwards).
+  e.t = timestep[env] + 1;
+  e.time_feature = wd_fdiv_rn((float)e.t, (float)episode_length);
+  wd_sync_env();
+  if (agent == 0) timestep[env] = e.t;
 
   // ------------------------------------------------------------ 2. observe
-  // With partial observation the observer's k nearest also serve the tag test.
   TagNearest nearest;
-  nearest.init(use_full_observation ? 0 : num_other_agents_observed);
-  if (is_agent) {
-    const float* sp_env = speed + env * n;
-    const float* acc_env = acceleration + env * n;
-    const float* dir_env = direction + env * n;
-    const float time_feature = wd_fdiv_rn((float)t, (float)episode_length);
-    if (use_full_observation) {
-      const int width = n - 1;
-      float* obs = observations + (size_t)row * (TAG_NUM_FEATURES * width + 1);
-      int slot = 0;
-      for (int j = 0; j < n; ++j) {
-        if (j == agent) continue;
-        const float type = (float)agent_types[j];
-        const float other_still = (float)still_env[j];
-        if (still) {
-          tag_write_features(obs, width, slot, wd_fdiv_rn(wd_fsub_rn(x_env[j], x), position_scale),
-                             wd_fdiv_rn(wd_fsub_rn(y_env[j], y), position_scale),
-                             wd_fdiv_rn(wd_fsub_rn(sp_env[j], sp), speed_scale),
-                             wd_fdiv_rn(wd_fsub_rn(acc_env[j], acc), speed_scale),
-                             wd_fdiv_rn(wd_fsub_rn(dir_env[j], dir), direction_scale), type, other_still);
-        } else {
-          tag_write_features(obs, width, slot, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, type, other_still);
-        }
-        ++slot;
-      }
-      obs[TAG_NUM_FEATURES * width] = still ? time_feature : 0.0f;
-    } else {
-      const int k = num_other_agents_observed;
-      float* obs = observations + (size_t)row * (TAG_NUM_FEATURES * k + 1);
-      if (still) {
-        // The k nearest others still in the game: through the grid, or a scan
-        // of the ids below, then above the observer's own (increasing ids).
-        if (use_grid) {
-          tag_grid_search(nearest, agent, x, y, sh, grid_side, cell, inv_cell);
-        } else if (staged) {
-          tag_scan<true>(nearest, x, y, sh.x, sh.y, sh.still, 0, agent);
-          tag_scan<true>(nearest, x, y, sh.x, sh.y, sh.still, agent + 1, n);
-        } else {
-          tag_scan<false>(nearest, x, y, x_env, y_env, still_env, 0, agent);
-          tag_scan<false>(nearest, x, y, x_env, y_env, still_env, agent + 1, n);
-        }
-      }
-      for (int slot = 0; slot < k; ++slot) {
-        if (slot < nearest.count) {
-          const int j = nearest.id(slot);
-          tag_write_features(obs, k, slot, wd_fdiv_rn(wd_fsub_rn(x_env[j], x), position_scale),
-                             wd_fdiv_rn(wd_fsub_rn(y_env[j], y), position_scale),
-                             wd_fdiv_rn(wd_fsub_rn(sp_env[j], sp), speed_scale),
-                             wd_fdiv_rn(wd_fsub_rn(acc_env[j], acc), speed_scale),
-                             wd_fdiv_rn(wd_fsub_rn(dir_env[j], dir), direction_scale), (float)agent_types[j],
-                             1.0f);  // only agents still in the game are observed
-        } else {
-          tag_write_features(obs, k, slot, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
-        }
-      }
-      obs[TAG_NUM_FEATURES * k] = still ? time_feature : 0.0f;
-    }
-  }
+  nearest.init(e.k);
+  if (is_agent) tag_observe(e, sh, staged, use_grid, grid_side, cell, inv_cell, agent, me, nearest);
   // Unstaged, the observations above read still_in_the_game from global
   // memory: wait for every agent before runners start clearing their flags.
   if (!staged) wd_sync_env();
 
   // ------------------------------------------------------------ 3. tag
-  if (is_agent && still && agent_types[agent] == 0) {
-    float reward = rewards[row];
-    float tagger_d2 = INFINITY;
-    int tagger = -1;
-    if (tag_nearest_covers(nearest, distance_margin_for_reward)) {
-      // Every agent within the margin is in the list, taggers included (they
-      // never leave the game), in (distance, id) order.
-      for (int slot = 0; slot < nearest.count && tagger < 0; ++slot) {
-        if (agent_types[nearest.id(slot)] != 0) {
-          tagger = nearest.id(slot);
-          tagger_d2 = nearest.distance(slot);
-        }
-      }
-    } else {
-      for (int i = 0; i < num_taggers; ++i) {  // tagger_ids ascending: ties go to the smaller id
-        const int j = tagger_ids[i];
-        const float d2 = tag_squared_distance(x, y, x_env[j], y_env[j]);
-        if (d2 < tagger_d2) {
-          tagger_d2 = d2;
-          tagger = j;
-        }
-      }
-    }
-    int in_game = 1;
-    if (tagger >= 0 && wd_sqrtf(tagger_d2) < distance_margin_for_reward) {
-      reward = wd_fadd_rn(reward, tag_penalty_for_runner);
-      atomicAdd(&rewards[env * n + tagger], tag_reward_for_tagger);
-      if (runner_exits_game_after_tagged) {
-        in_game = 0;
-        still_in_the_game[row] = 0;
-        if (atomicSub(&num_runners[env], 1) == 1) atomicExch(&done[env], 1);  // the last runner: terminated
-      }
-    }
-    // Runners still in the game at the time limit (not those tagged out on
-    // this very step) collect the end-of-game reward.
-    if (t == episode_length && in_game) reward = wd_fadd_rn(reward, end_of_game_reward_for_runner);
-    rewards[row] = reward;
-  }
-  if (agent == 0 && t >= episode_length) atomicCAS(&done[env], 0, 2);  // truncated unless terminated
+  if (is_agent && me.still && agent_types[agent] == 0) tag_resolve(e, agent, me, nearest);
+  if (agent == 0 && e.t >= episode_length) atomicCAS(&done[env], 0, 2);  // truncated unless terminated
 }

@@ -95,7 +95,7 @@ class TagContinuous(Environment):
         "sampled_actions", "rewards", "step_rewards",
         "num_runners", "distance_margin_for_reward", "tag_reward_for_tagger", "tag_penalty_for_runner",
         "end_of_game_reward_for_runner", "position_scale", "speed_scale", "direction_scale",
-        "stage_in_shared", "grid_side", "_done_", "_timestep_", "n_agents", "episode_length",
+        "stage_in_shared", "grid_side", "arrivals", "_done_", "_timestep_", "n_agents", "episode_length",
     )
     # The reference reproduces the kernel's float32 operations one by one
     # (wd_sincosf included), so kernel and reference agree bit for bit.
@@ -308,6 +308,9 @@ class TagContinuous(Environment):
         feed.add_data("observations", per_env(obs[0]), save_copy_and_apply_at_reset=not self._has_pools())
         feed.add_data("sampled_actions", np.zeros((e, n, 2), np.int32))
         feed.add_data("rewards", zeros.copy())
+        # Kernel scratch: on the cpu executor's grid path, how many of an env's
+        # threads have moved this step (0 between launches; see the .cu).
+        feed.add_data("arrivals", np.zeros(e, np.int32))
         # Constant tables (no env dimension).
         feed.add_data("agent_types", self.agent_types)
         feed.add_data("tagger_ids", self.tagger_ids)
