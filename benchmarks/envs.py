@@ -29,6 +29,7 @@ from benchmarks.common import (
 from warp_drive.backends import get_backend
 from warp_drive.consistency import host_arrays, random_actions
 from warp_drive.env_wrapper import EnvWrapper
+from warp_drive.training.run import limit_torch_threads
 
 # (label, env name, config, num_envs, targets on the 2-core machine: (env steps/s, x reference))
 WORKLOADS = [
@@ -121,6 +122,10 @@ def measure_workload(label: str, env_name: str, config: dict, num_envs: int, bac
     """
     rows, reference = [], None
     for backend in backends:
+        # As in training: on the cpu executor torch gets one thread, or its
+        # idle intra-op threads spin against the kernels' worker pool (the
+        # per-step action copy alone cost CartPole a third of its rate).
+        limit_torch_threads(get_backend(backend).name)
         started = time.perf_counter()
         wrapper = EnvWrapper(env_name, num_envs, backend=backend, seed=0, env_config=config)
         rate = kernel_rate(wrapper, seconds)

@@ -93,6 +93,9 @@ CONSISTENCY_CONFIGS = [
     # the same without staging: plain scan over global memory and the second barrier
     dict(num_taggers=8, num_runners=112, episode_length=15, use_full_observation=False, num_other_agents_observed=10,
          tagging_distance=0.05, grid_length=5.0, max_speed=1.5, stage_in_shared=False, seed=4),
+    # the grid with fewer than K others left in the game: taggers tag most runners out
+    dict(num_taggers=10, num_runners=60, episode_length=15, use_full_observation=False, num_other_agents_observed=32,
+         tagging_distance=0.6, grid_length=5.0, seed=9),
     # staged plain scan (grid off), maximal K
     dict(num_taggers=5, num_runners=75, episode_length=15, use_full_observation=False, num_other_agents_observed=32,
          tagging_distance=0.08, neighbor_grid=False, seed=5),

@@ -85,6 +85,8 @@
 // computed together (vectorisable), and the rare ones that beat the current
 // k-th nearest are inserted one by one.
 #define TAG_SCAN_CHUNK 8
+// Distance slices of the grid search's counting sort (tag_sort_smallest).
+#define TAG_SORT_SLICES 32
 
 // One env's staged state in shared memory (one struct: one address to look up
 // where __shared__ is thread-local storage, on the cpu executor).
@@ -101,6 +103,10 @@ struct TagShared {
   float cell_x[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
   float cell_y[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
   int cell_start[TAG_GRID_MAX_CELLS + 2];
+  // The grid search's candidates (at most every other agent) and the scratch of their sort.
+  unsigned long long search_keys[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  unsigned long long search_scratch[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  unsigned char search_slices[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
 };
 
 namespace {
@@ -205,81 +211,96 @@ __device__ __forceinline__ int tag_cell_coordinate(float p, float inv_cell, int 
   return c < 0 ? 0 : (c < side ? c : side - 1);
 }
 
-// Offer the grid entries lo..hi-1 (cell order; they include the observer
-// itself, skipped). As in tag_scan, distances go in branch-free chunks and only
-// those that can enter the list (ties included: offer() decides them by id)
-// take the slow path.
-__device__ __forceinline__ void tag_scan_cells(TagNearest& nearest, int self, float x, float y, const TagShared& sh,
-                                               int lo, int hi) {
-  int i = lo;
-  for (; i + TAG_SCAN_CHUNK <= hi; i += TAG_SCAN_CHUNK) {
-    float d2[TAG_SCAN_CHUNK];
-    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) d2[u] = tag_squared_distance(x, y, sh.cell_x[i + u], sh.cell_y[i + u]);
-    int maybe = 0;
-    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) maybe |= d2[u] <= nearest.worst;
-    if (!maybe) continue;
-    for (int u = 0; u < TAG_SCAN_CHUNK; ++u) {
-      if (d2[u] <= nearest.worst && sh.cell_agents[i + u] != self) nearest.offer(d2[u], sh.cell_agents[i + u]);
+// Puts the k smallest of the distinct keys[0..m) (0 < k <= m), in increasing
+// order, in keys[0..k). A counting sort by distance into TAG_SORT_SLICES
+// equal slices of [0, the largest distance] nearly sorts them: the candidates
+// of a block of cells lie spread over an area, so their squared distances are
+// about evenly spread and a slice holds one or two. An insertion sort of the
+// slices that hold the k smallest finishes the order. Sorting the candidates
+// by comparisons instead branches on keys in random order, and those branches
+// mispredict about every other time. `sorted` and `slices` are scratch for m.
+__device__ void tag_sort_smallest(unsigned long long* keys, unsigned long long* sorted, unsigned char* slices, int m,
+                                  int k) {
+  unsigned long long largest = 0;
+  for (int i = 0; i < m; ++i) largest = keys[i] > largest ? keys[i] : largest;
+  const float largest_d2 = wd_uint_as_float((unsigned int)(largest >> 32));
+  const float scale = largest_d2 > 0.0f ? (float)TAG_SORT_SLICES / largest_d2 : 0.0f;
+  int start[TAG_SORT_SLICES + 1];
+  for (int b = 0; b <= TAG_SORT_SLICES; ++b) start[b] = 0;
+  // A key's slice, monotone in its distance (a float product rounds monotonically).
+  for (int i = 0; i < m; ++i) {
+    const int b = (int)(wd_uint_as_float((unsigned int)(keys[i] >> 32)) * scale);
+    slices[i] = (unsigned char)(b < TAG_SORT_SLICES ? b : TAG_SORT_SLICES - 1);
+    ++start[slices[i] + 1];
+  }
+  for (int b = 1; b <= TAG_SORT_SLICES; ++b) start[b] += start[b - 1];
+  // The slices up to the one holding the k-th smallest: sorted[0..end) once scattered.
+  int end = m;
+  for (int b = 1; b <= TAG_SORT_SLICES; ++b) {
+    if (start[b] >= k) {
+      end = start[b];
+      break;
     }
   }
-  for (; i < hi; ++i) {
-    const float d2 = tag_squared_distance(x, y, sh.cell_x[i], sh.cell_y[i]);
-    if (d2 <= nearest.worst && sh.cell_agents[i] != self) nearest.offer(d2, sh.cell_agents[i]);
+  for (int i = 0; i < m; ++i) sorted[start[slices[i]]++] = keys[i];
+  for (int i = 1; i < end; ++i) {  // nearly in order already: few moves, rarely mispredicted
+    const unsigned long long v = sorted[i];
+    int j = i;
+    for (; j > 0 && sorted[j - 1] > v; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = v;
   }
+  for (int i = 0; i < k; ++i) keys[i] = sorted[i];
 }
 
-// Whether everything at least `gap` away (minus the margin) is farther than
-// the k-th nearest kept: the test that lets the search skip or stop. The margin
-// (a thousandth of a cell on the distance, 2^-10 relative on its square) is far
-// above float rounding, so skipping never changes the result.
-__device__ __forceinline__ bool tag_beyond(const TagNearest& nearest, float gap_x, float gap_y, float slack) {
-  if (nearest.count < nearest.k) return false;
-  const float cx = gap_x - slack, cy = gap_y - slack;
-  const float clear2 = (cx > 0.0f ? cx * cx : 0.0f) + (cy > 0.0f ? cy * cy : 0.0f);
-  return nearest.worst * 1.0009765625f < clear2;
-}
-
-// The k nearest others through the uniform grid of cells (only agents still in
-// the game are binned): visit rings of cells around the observer's cell,
-// r = 0, 1, 2, ..., skipping cells (and whole rows of a ring) that lie
-// farther than the k-th distance kept, and stop once every cell not yet
-// visited does. The result is exactly that of the full scan; see tag_beyond.
-// Cells are numbered row by row and the grid entries are in cell order, so the
-// cells of one row of a ring are one contiguous range of entries.
-__device__ void tag_grid_search(TagNearest& nearest, int self, float x, float y, const TagShared& sh, int side,
+// The k nearest others through the uniform grid of cells (only agents still
+// in the game are binned): exactly those of a scan of every agent. The search
+// gathers the square block of cells within r of the observer's cell, r = 1, 2,
+// ..., keeping the candidates certainly closer than every cell outside the
+// block, and stops once it keeps at least k -- the k nearest of those are then
+// the k nearest of all -- or once the block covers the grid. The grid is sized
+// so that r = 1 usually does (see TagContinuous.grid_side). "Certainly
+// closer": a margin of a thousandth of a cell on the distance, 2^-10 relative
+// on its square, far above float rounding. Cells are numbered row by row and
+// the grid entries are in cell order, so each row of a block is one
+// contiguous range of entries, read in one branch-free pass; then one
+// selection (tag_sort_smallest) instead of an insertion per candidate.
+__device__ void tag_grid_search(TagNearest& nearest, int self, float x, float y, TagShared& sh, int side,
                                 float cell, float inv_cell) {
   const int cx = tag_cell_coordinate(x, inv_cell, side);
   const int cy = tag_cell_coordinate(y, inv_cell, side);
   const float slack = cell * 0.0009765625f;
-  for (int r = 0;; ++r) {
-    const int x0 = cx - r, x1 = cx + r, y0 = cy - r, y1 = cy + r;
-    const int first_x = x0 < 0 ? 0 : x0, last_x = x1 < side ? x1 : side - 1;
-    for (int gy = y0 < 0 ? 0 : y0; gy <= y1 && gy < side; ++gy) {
-      // Distance from the observer to this row of cells (0 on its own row).
-      const float row_gap = gy < cy ? y - (float)(gy + 1) * cell : (gy > cy ? (float)gy * cell - y : 0.0f);
-      if (tag_beyond(nearest, 0.0f, row_gap, slack)) continue;
-      const int row = gy * side;
-      if (gy == y0 || gy == y1) {  // a whole row of the ring
-        tag_scan_cells(nearest, self, x, y, sh, sh.cell_start[row + first_x], sh.cell_start[row + last_x + 1]);
-        continue;
-      }
-      // In between, the ring's two end cells.
-      if (x0 >= 0 && !tag_beyond(nearest, x - (float)(x0 + 1) * cell, row_gap, slack)) {
-        tag_scan_cells(nearest, self, x, y, sh, sh.cell_start[row + x0], sh.cell_start[row + x0 + 1]);
-      }
-      if (x1 < side && !tag_beyond(nearest, (float)x1 * cell - x, row_gap, slack)) {
-        tag_scan_cells(nearest, self, x, y, sh, sh.cell_start[row + x1], sh.cell_start[row + x1 + 1]);
+  const int k = nearest.k;
+  for (int r = 1;; ++r) {
+    const int x0 = cx > r ? cx - r : 0, x1 = cx + r < side - 1 ? cx + r : side - 1;
+    const int y0 = cy > r ? cy - r : 0, y1 = cy + r < side - 1 ? cy + r : side - 1;
+    // Distance to the nearest cell outside the block (none beyond the grid's border).
+    float gap = INFINITY;
+    if (x0 > 0) gap = fminf(gap, x - (float)x0 * cell);
+    if (x1 < side - 1) gap = fminf(gap, (float)(x1 + 1) * cell - x);
+    if (y0 > 0) gap = fminf(gap, y - (float)y0 * cell);
+    if (y1 < side - 1) gap = fminf(gap, (float)(y1 + 1) * cell - y);
+    const float clear = gap - slack;
+    const float clear2 = clear > 0.0f ? clear * clear : 0.0f;
+    int m = 0;
+    for (int gy = y0; gy <= y1; ++gy) {
+      const int lo = sh.cell_start[gy * side + x0], hi = sh.cell_start[gy * side + x1 + 1];
+      for (int i = lo; i < hi; ++i) {
+        const float d2 = tag_squared_distance(x, y, sh.cell_x[i], sh.cell_y[i]);
+        const int j = sh.cell_agents[i];
+        sh.search_keys[m] = TagNearest::key(d2, j);
+        m += (d2 * 1.0009765625f < clear2) & (j != self);
       }
     }
-    // Distance from the observer to the cells not visited yet (sides of the
-    // visited square that touch the border of the grid have none beyond).
-    float gap = INFINITY;
-    float side_gap;
-    if (x0 > 0 && (side_gap = x - (float)x0 * cell) < gap) gap = side_gap;
-    if (x1 < side - 1 && (side_gap = (float)(x1 + 1) * cell - x) < gap) gap = side_gap;
-    if (y0 > 0 && (side_gap = y - (float)y0 * cell) < gap) gap = side_gap;
-    if (y1 < side - 1 && (side_gap = (float)(y1 + 1) * cell - y) < gap) gap = side_gap;
-    if (gap == INFINITY || tag_beyond(nearest, gap, 0.0f, slack)) return;  // all visited, or the rest is too far
+    if (m < k && gap != INFINITY) continue;  // too few certain: a larger block
+    const int count = m < k ? m : k;
+    if (count > 0) tag_sort_smallest(sh.search_keys, sh.search_scratch, sh.search_slices, m, count);
+    for (int slot = 0; slot < count; ++slot) nearest.keys[slot] = sh.search_keys[slot];
+    nearest.count = count;
+    if (count == k) {
+      nearest.worst_key = nearest.keys[k - 1];
+      nearest.worst = nearest.distance(k - 1);
+    }
+    return;
   }
 }
 
@@ -326,7 +347,7 @@ struct TagAgent {
 // Step 2 for one agent: its observation row from the moved state and the
 // pre-tag flags. With partial observation `nearest` comes back holding its k
 // nearest, which step 3 reuses.
-__device__ void tag_observe(const TagEnv& e, const TagShared& sh, bool staged, bool use_grid, int grid_side,
+__device__ void tag_observe(const TagEnv& e, TagShared& sh, bool staged, bool use_grid, int grid_side,
                             float cell, float inv_cell, int agent, const TagAgent& me, TagNearest& nearest) {
   if (e.k == 0) {  // full observation: every other agent, in id order
     const int width = e.n - 1;
