@@ -545,6 +545,18 @@ extern "C" __global__ void TagContinuousStep(
     }
   }
 
+  if (use_grid) {
+    // Steps 2 and 3 by the last thread of the block to finish its move, for
+    // every agent (the grid is only compiled for the cpu executor, whose
+    // threads run one after another on one host thread anyway). With no
+    // barrier in the kernel the executor runs the block's threads as plain
+    // calls, not fibers: on 1000 agents a barrier costs as much as an agent's
+    // whole observation. arrivals[env] counts the block's threads in; the
+    // last one sets it back to 0 for the next launch.
+    if (atomicAdd(&arrivals[env], 1) != (int)(blockDim.x * blockDim.y * blockDim.z) - 1) return;
+    arrivals[env] = 0;
+  }
+
   TagEnv e;
   e.n = n;
   e.k = use_full_observation ? 0 : num_other_agents_observed;
@@ -573,15 +585,6 @@ extern "C" __global__ void TagContinuousStep(
   e.episode_length = episode_length;
 
   if (use_grid) {
-    // Steps 2 and 3 by the last thread of the block to finish its move, for
-    // every agent (the grid is only compiled for the cpu executor, whose
-    // threads run one after another on one host thread anyway). With no
-    // barrier in the kernel the executor runs the block's threads as plain
-    // calls, not fibers: on 1000 agents a barrier costs as much as an agent's
-    // whole observation. arrivals[env] counts the block's threads in; the
-    // last one sets it back to 0 for the next launch.
-    if (atomicAdd(&arrivals[env], 1) != (int)(blockDim.x * blockDim.y * blockDim.z) - 1) return;
-    arrivals[env] = 0;
     tag_bin(sh, n, cells);
     e.t = timestep[env] + 1;
     e.time_feature = wd_fdiv_rn((float)e.t, (float)episode_length);
