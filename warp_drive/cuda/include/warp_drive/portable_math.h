@@ -265,12 +265,14 @@ WD_HOST_DEVICE void wd_detail_sincos_kernel(float rh, float rl, int quadrant, fl
   pc = wd_fmul_rn(wd_fmul_rn(z, z), pc);
   float cos_tail = wd_fadd_rn(corr, wd_fsub_rn(pc, wd_fadd_rn(wd_fmul_rn(0.5f, zl), wd_fmul_rn(rh, rl))));
   float c = wd_fadd_rn(w, cos_tail);
-  switch (quadrant & 3) {
-    case 0: *sin_out = s; *cos_out = c; break;
-    case 1: *sin_out = c; *cos_out = -s; break;
-    case 2: *sin_out = -s; *cos_out = -c; break;
-    default: *sin_out = -c; *cos_out = s; break;
-  }
+  // Quadrant q: (sin, cos) = (s, c), (c, -s), (-s, -c), (-c, s). Selected and
+  // negated on the bits, without branches: the quadrant of an agent's heading
+  // is random, and a branch on it mispredicts most of the time.
+  const unsigned int q = (unsigned int)quadrant & 3u;
+  const unsigned int odd = 0u - (q & 1u);  // all ones in quadrants 1 and 3
+  const unsigned int sb = wd_float_as_uint(s), cb = wd_float_as_uint(c);
+  *sin_out = wd_uint_as_float(((cb & odd) | (sb & ~odd)) ^ ((q & 2u) << 30));
+  *cos_out = wd_uint_as_float(((sb & odd) | (cb & ~odd)) ^ (((q + 1u) & 2u) << 30));
 }
 
 // Bits of 2/pi after the binary point, 32 per word, most significant first.
