@@ -83,10 +83,11 @@ CONSISTENCY_CONFIGS = [
     dict(num_taggers=2, num_runners=10, episode_length=25, use_full_observation=False, num_other_agents_observed=4,
          tagging_distance=0.15, runner_exits_game_after_tagged=False, edge_hit_penalty=-0.5,
          step_penalty_for_tagger=-0.1, step_reward_for_runner=0.05, seed=2),
-    # unequal skills, fast agents slamming into the walls, K larger than the others available
+    # unequal skills, fast agents slamming into the walls, K larger than the others available, turns of up to
+    # 3 pi (headings past every branch of the kernel's fmod by 2 pi)
     dict(num_taggers=1, num_runners=4, episode_length=20, use_full_observation=False, num_other_agents_observed=6,
          skill_level_runner=0.5, skill_level_tagger=1.5, max_speed=2.0, max_acceleration=2.0, min_acceleration=-2.0,
-         tagging_distance=0.3, seed=3),
+         max_turn=3 * np.pi, min_turn=-3 * np.pi, tagging_distance=0.3, seed=3),
     # many agents: the grid neighbour search (cpu executor), staged in shared memory
     dict(num_taggers=8, num_runners=112, episode_length=15, use_full_observation=False, num_other_agents_observed=10,
          tagging_distance=0.05, grid_length=5.0, max_speed=1.5, seed=4),

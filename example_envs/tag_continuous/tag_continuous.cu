@@ -34,16 +34,17 @@
 // separates them from the tagging writes. Every thread reaches every barrier:
 // the conditions above are the same for the whole env.
 //
-// On the cpu executor with the neighbour grid, steps 2 and 3 instead run in
-// the last thread of the block to finish step 1, for every agent in turn (the
-// threadFenceReduction pattern: arrivals[env] counts the threads in). That
-// thread also bins the agents into the grid. The kernel then has no barrier,
-// so the executor runs the threads as plain calls rather than fibers; at 1000
-// agents the two barriers' fiber switches cost a third of the step.
+// On the cpu executor with the neighbour grid, thread 0 of the block instead
+// runs the three steps for every agent in turn, binning the agents into the
+// grid after step 1, and the other threads return at once. There a block's
+// threads run one after another on one host thread anyway: as one loop the
+// step has no barrier (at 1000 agents the fiber switches of two barriers cost
+// a third of the step) and no per-thread setup. The per-agent work is the same
+// helpers (tag_move, tag_observe, tag_resolve) on both paths.
 //
 // Bookkeeping without extra barriers: every thread reads _timestep_ before the
 // first barrier and thread 0 of the env writes t back after it (nobody reads it
-// afterwards; on the grid path the last thread does both). _done_ is only ever
+// afterwards). _done_ is only ever
 // set: the runner whose atomicSub empties the runner count stores 1
 // (terminated), and thread 0 turns a still-clear flag into 2 (truncated) with
 // atomicCAS at the time limit, so a termination on the last step wins whatever
@@ -85,7 +86,10 @@
 // computed together (vectorisable), and the rare ones that beat the current
 // k-th nearest are inserted one by one.
 #define TAG_SCAN_CHUNK 8
-// Distance slices of the grid search's counting sort (tag_sort_smallest).
+// The grid search's first block holds about this many agents per neighbour
+// observed, at the env's mean density (see tag_grid_search).
+#define TAG_SEARCH_AREA_PER_NEIGHBOR 1.6f
+// Distance slices of the grid search's selection (tag_select_smallest).
 #define TAG_SORT_SLICES 32
 
 // One env's staged state in shared memory (one struct: one address to look up
@@ -104,8 +108,11 @@ struct TagShared {
   float cell_y[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
   int cell_start[TAG_GRID_MAX_CELLS + 2];
   // The grid search's candidates (at most every other agent) and the scratch of their sort.
-  unsigned long long search_keys[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
-  unsigned long long search_scratch[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  int search_d2[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];  // float bits
+  int search_id[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  // The kept candidates of the selection, split into distance bits and ids (padded by 3).
+  int kept_d2[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP + 3 : 1];
+  int kept_id[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP + 3 : 1];
   unsigned char search_slices[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
 };
 
@@ -113,6 +120,16 @@ namespace {
 
 // 2*pi rounded to float (the original's kTwoPi = 6.283185308f is the same float).
 __device__ __forceinline__ float tag_two_pi() { return 6.28318548202514648f; }
+
+// fmodf(x, 2 pi), the same float, without the libm call where a heading plus
+// one turn lands: |x| < 2 pi is x itself, and 2 pi <= x < 4 pi is x - 2 pi,
+// exact by Sterbenz's lemma (the quotient is 1; x = 2 pi gives +0 like fmodf).
+__device__ __forceinline__ float tag_fmod_two_pi(float x) {
+  const float two_pi = tag_two_pi();
+  if (x > -two_pi && x < two_pi) return x;
+  if (x >= two_pi && x < 2.0f * two_pi) return wd_fsub_rn(x, two_pi);
+  return fmodf(x, two_pi);
+}
 
 __device__ __forceinline__ float tag_squared_distance(float x0, float y0, float x1, float y1) {
   const float dx = wd_fsub_rn(x1, x0);
@@ -204,6 +221,9 @@ __device__ __forceinline__ void tag_scan(TagNearest& nearest, float x, float y, 
   }
 }
 
+// fminf without the libm call (no NaN here).
+__device__ __forceinline__ float tag_min(float a, float b) { return a < b ? a : b; }
+
 // Cell of a coordinate in [0, L] on a side x side grid (clamped: L itself
 // belongs to the last cell).
 __device__ __forceinline__ int tag_cell_coordinate(float p, float inv_cell, int side) {
@@ -211,74 +231,105 @@ __device__ __forceinline__ int tag_cell_coordinate(float p, float inv_cell, int 
   return c < 0 ? 0 : (c < side ? c : side - 1);
 }
 
-// Puts the k smallest of the distinct keys[0..m) (0 < k <= m), in increasing
-// order, in keys[0..k). A counting sort by distance into TAG_SORT_SLICES
-// equal slices of [0, the largest distance] nearly sorts them: the candidates
-// of a block of cells lie spread over an area, so their squared distances are
-// about evenly spread and a slice holds one or two. An insertion sort of the
-// slices that hold the k smallest finishes the order. Sorting the candidates
-// by comparisons instead branches on keys in random order, and those branches
-// mispredict about every other time. `sorted` and `slices` are scratch for m.
-__device__ void tag_sort_smallest(unsigned long long* keys, unsigned long long* sorted, unsigned char* slices, int m,
-                                  int k) {
-  unsigned long long largest = 0;
-  for (int i = 0; i < m; ++i) largest = keys[i] > largest ? keys[i] : largest;
-  const float largest_d2 = wd_uint_as_float((unsigned int)(largest >> 32));
-  const float scale = largest_d2 > 0.0f ? (float)TAG_SORT_SLICES / largest_d2 : 0.0f;
-  int start[TAG_SORT_SLICES + 1];
-  for (int b = 0; b <= TAG_SORT_SLICES; ++b) start[b] = 0;
-  // A key's slice, monotone in its distance (a float product rounds monotonically).
+// Puts the k smallest (squared distance, id) pairs of the m candidates
+// (0 < k <= m; distances as float bits, ids distinct) in increasing order, as
+// TagNearest keys, in out[0..k). `slice` files each candidate under one of
+// TAG_SORT_SLICES distance slices, monotone in the distance, and `count` is
+// their histogram: the slice of the k-th smallest bounds the candidates that
+// can be among the k -- k and a few more, as the candidates of a block of
+// cells lie spread over an area and their squared distances about evenly
+// spread. Those are compacted into kept_d2/kept_id, and each goes to its rank
+// among them, counted by comparing it with all the others. No step branches
+// on the data: comparison sorts branch on keys in random order, and those
+// branches mispredict about every other time.
+__device__ __forceinline__ void tag_select_smallest(const int* d2s, const int* ids, const unsigned char* slice,
+                                                    const int* count, int m, int k, int* kept_d2, int* kept_id,
+                                                    unsigned long long* out) {
+  int last = 0;  // the slice of the k-th smallest
+  for (int below = count[0]; below < k; below += count[++last]) {
+  }
+  int n = 0;
   for (int i = 0; i < m; ++i) {
-    const int b = (int)(wd_uint_as_float((unsigned int)(keys[i] >> 32)) * scale);
-    slices[i] = (unsigned char)(b < TAG_SORT_SLICES ? b : TAG_SORT_SLICES - 1);
-    ++start[slices[i] + 1];
+    kept_d2[n] = d2s[i];
+    kept_id[n] = ids[i];
+    n += slice[i] <= last;
   }
-  for (int b = 1; b <= TAG_SORT_SLICES; ++b) start[b] += start[b - 1];
-  // The slices up to the one holding the k-th smallest: sorted[0..end) once scattered.
-  int end = m;
-  for (int b = 1; b <= TAG_SORT_SLICES; ++b) {
-    if (start[b] >= k) {
-      end = start[b];
-      break;
+  // Padding above every candidate, so that the ranks are counted four at a
+  // time (the host compiler vectorises the four lanes).
+  const int n4 = (n + 3) & ~3;
+  for (int i = n; i < n4; ++i) {
+    kept_d2[i] = 0x7fffffff;
+    kept_id[i] = 0x7fffffff;
+  }
+  for (int i = 0; i < n; ++i) {
+    const int d2 = kept_d2[i], id = kept_id[i];
+    int below[4] = {0, 0, 0, 0};
+    for (int j = 0; j < n4; j += 4) {
+      for (int u = 0; u < 4; ++u) {
+        below[u] += (kept_d2[j + u] < d2) | ((kept_d2[j + u] == d2) & (kept_id[j + u] < id));
+      }
     }
+    const int rank = below[0] + below[1] + below[2] + below[3];
+    if (rank < k) out[rank] = ((unsigned long long)(unsigned int)d2 << 32) | (unsigned int)id;
   }
-  for (int i = 0; i < m; ++i) sorted[start[slices[i]]++] = keys[i];
-  for (int i = 1; i < end; ++i) {  // nearly in order already: few moves, rarely mispredicted
-    const unsigned long long v = sorted[i];
-    int j = i;
-    for (; j > 0 && sorted[j - 1] > v; --j) sorted[j] = sorted[j - 1];
-    sorted[j] = v;
-  }
-  for (int i = 0; i < k; ++i) keys[i] = sorted[i];
 }
+
+// A distance's slice of [0, bound2] (scale = TAG_SORT_SLICES / bound2, or 0
+// and bound2 0: all in slice 0), the last slice taking everything above:
+// monotone in d2, as a float product rounds monotonically. The clamps are
+// integer minimums on the bits (never negative floats order as ints), which
+// compile to conditional moves: a branch here would be taken at random.
+__device__ __forceinline__ int tag_slice(float d2, float bound2, float scale) {
+  const unsigned int a = wd_float_as_uint(d2), b = wd_float_as_uint(bound2);
+  const int s = (int)(wd_uint_as_float(a < b ? a : b) * scale);
+  return s < TAG_SORT_SLICES - 1 ? s : TAG_SORT_SLICES - 1;
+}
+
+// The neighbour grid of one env step (side 0: no grid, scan every agent).
+struct TagGrid {
+  int side;         // cells per side
+  float cell;       // a cell's side length
+  float inv_cell;   // cells per unit length
+  float search_r;  // the half-width the search starts from
+};
 
 // The k nearest others through the uniform grid of cells (only agents still
 // in the game are binned): exactly those of a scan of every agent. The search
-// gathers the square block of cells within r of the observer's cell, r = 1, 2,
-// ..., keeping the candidates certainly closer than every cell outside the
-// block, and stops once it keeps at least k -- the k nearest of those are then
-// the k nearest of all -- or once the block covers the grid. The grid is sized
-// so that r = 1 usually does (see TagContinuous.grid_side). "Certainly
-// closer": a margin of a thousandth of a cell on the distance, 2^-10 relative
-// on its square, far above float rounding. Cells are numbered row by row and
-// the grid entries are in cell order, so each row of a block is one
-// contiguous range of entries, read in one branch-free pass; then one
-// selection (tag_sort_smallest) instead of an insertion per candidate.
-__device__ void tag_grid_search(TagNearest& nearest, int self, float x, float y, TagShared& sh, int side,
-                                float cell, float inv_cell) {
-  const int cx = tag_cell_coordinate(x, inv_cell, side);
-  const int cy = tag_cell_coordinate(y, inv_cell, side);
+// gathers the cells that meet the square of half-width r around the observer,
+// keeping the candidates certainly closer than every cell outside that block,
+// and stops once it keeps at least k -- the k nearest of those are then the k
+// nearest of all -- or once the block covers the grid; otherwise it grows r.
+// r starts where a disc holds about TAG_SEARCH_AREA_PER_NEIGHBOR * k agents
+// at the env's mean density (`grid.search_r`), so the first block usually
+// suffices, and the grid's cells are small beside r, so the block hugs the
+// square. "Certainly closer": a margin of a thousandth of a cell on the
+// distance, 2^-10 relative on its square, far above float rounding. Cells are
+// numbered row by row and the grid entries are in cell order, so each row of
+// a block is one contiguous range of entries, read in one branch-free pass;
+// then one selection (tag_select_smallest) instead of an insertion per
+// candidate.
+__device__ __forceinline__ void tag_grid_search(TagNearest& nearest, int self, float x, float y, TagShared& sh, const TagGrid& grid) {
+  const int side = grid.side;
+  const float cell = grid.cell, inv_cell = grid.inv_cell;
   const float slack = cell * 0.0009765625f;
+  const float grid_length = cell * (float)side;
   const int k = nearest.k;
-  for (int r = 1;; ++r) {
-    const int x0 = cx > r ? cx - r : 0, x1 = cx + r < side - 1 ? cx + r : side - 1;
-    const int y0 = cy > r ? cy - r : 0, y1 = cy + r < side - 1 ? cy + r : side - 1;
+  float r = grid.search_r;
+  for (;; r *= 1.41421356f) {
+    if (r > grid_length) r = grid_length;  // the block covers the grid (and cell coordinates stay small)
+    const int x0 = tag_cell_coordinate(x - r, inv_cell, side), x1 = tag_cell_coordinate(x + r, inv_cell, side);
+    const int y0 = tag_cell_coordinate(y - r, inv_cell, side), y1 = tag_cell_coordinate(y + r, inv_cell, side);
     // Distance to the nearest cell outside the block (none beyond the grid's border).
     float gap = INFINITY;
-    if (x0 > 0) gap = fminf(gap, x - (float)x0 * cell);
-    if (x1 < side - 1) gap = fminf(gap, (float)(x1 + 1) * cell - x);
-    if (y0 > 0) gap = fminf(gap, y - (float)y0 * cell);
-    if (y1 < side - 1) gap = fminf(gap, (float)(y1 + 1) * cell - y);
+    if (x0 > 0) gap = tag_min(gap, x - (float)x0 * cell);
+    if (x1 < side - 1) gap = tag_min(gap, (float)(x1 + 1) * cell - x);
+    if (y0 > 0) gap = tag_min(gap, y - (float)y0 * cell);
+    if (y1 < side - 1) gap = tag_min(gap, (float)(y1 + 1) * cell - y);
+    const bool whole_grid = gap == INFINITY;
+    // Too few agents in the block (the observer is one of them): grow before reading any.
+    int in_block = 0;
+    for (int gy = y0; gy <= y1; ++gy) in_block += sh.cell_start[gy * side + x1 + 1] - sh.cell_start[gy * side + x0];
+    if (in_block <= k && !whole_grid) continue;
     const float clear = gap - slack;
     const float clear2 = clear > 0.0f ? clear * clear : 0.0f;
     int m = 0;
@@ -287,16 +338,36 @@ __device__ void tag_grid_search(TagNearest& nearest, int self, float x, float y,
       for (int i = lo; i < hi; ++i) {
         const float d2 = tag_squared_distance(x, y, sh.cell_x[i], sh.cell_y[i]);
         const int j = sh.cell_agents[i];
-        sh.search_keys[m] = TagNearest::key(d2, j);
+        sh.search_d2[m] = (int)wd_float_as_uint(d2);  // never negative: the bits order as ints
+        sh.search_id[m] = j;
         m += (d2 * 1.0009765625f < clear2) & (j != self);
       }
     }
-    if (m < k && gap != INFINITY) continue;  // too few certain: a larger block
-    const int count = m < k ? m : k;
-    if (count > 0) tag_sort_smallest(sh.search_keys, sh.search_scratch, sh.search_slices, m, count);
-    for (int slot = 0; slot < count; ++slot) nearest.keys[slot] = sh.search_keys[slot];
-    nearest.count = count;
-    if (count == k) {
+    if (m < k && !whole_grid) continue;  // too few certain: a larger block
+    // The histogram of tag_select_smallest: slices of [0, bound2], where
+    // bound2 is above every kept distance (a pass of its own, over the kept
+    // candidates only: in the pass above, the many others would all add into
+    // the last slice, one after another through memory).
+    float bound2 = clear2;
+    if (whole_grid) {
+      int largest = 0;
+      for (int i = 0; i < m; ++i) largest = sh.search_d2[i] > largest ? sh.search_d2[i] : largest;
+      bound2 = wd_uint_as_float((unsigned int)largest);
+    }
+    const float scale = bound2 > 0.0f ? (float)TAG_SORT_SLICES / bound2 : 0.0f;
+    int count[TAG_SORT_SLICES];
+    for (int b = 0; b < TAG_SORT_SLICES; ++b) count[b] = 0;
+    for (int i = 0; i < m; ++i) {
+      sh.search_slices[i] = (unsigned char)tag_slice(wd_uint_as_float((unsigned int)sh.search_d2[i]), bound2, scale);
+      ++count[sh.search_slices[i]];
+    }
+    const int found = m < k ? m : k;
+    if (found > 0) {
+      tag_select_smallest(sh.search_d2, sh.search_id, sh.search_slices, count, m, found, sh.kept_d2, sh.kept_id,
+                          nearest.keys);
+    }
+    nearest.count = found;
+    if (found == k) {
       nearest.worst_key = nearest.keys[k - 1];
       nearest.worst = nearest.distance(k - 1);
     }
@@ -318,18 +389,24 @@ __device__ __forceinline__ bool tag_nearest_covers(const TagNearest& nearest, fl
 }
 
 // The step's inputs for one env: pointers already offset to its rows, and the
-// constants. Built once per thread so that the per-agent helpers below take
-// one argument instead of thirty.
+// constants, so that the per-agent helpers below take one argument instead of
+// thirty.
 struct TagEnv {
   int n, k;  // agents; neighbours observed (0 with full observation)
   float *x, *y, *speed, *acc, *dir;  // moved state, final after step 1
   const int* still;                   // flags the observations see (staged or global, before the tags)
   int* still_global;                  // flags the tags clear
   float* rewards;
+  float* edge_hit;                    // this step's edge penalties
   float* observations;
+  const int* actions;                 // (acceleration, turn) index pairs
+  const float *acceleration_actions, *turn_actions;
+  const float* skill_levels;
+  const float* step_rewards;
   const int* agent_types;
   const int* tagger_ids;
   int num_taggers;
+  float grid_length, max_speed, edge_hit_penalty;
   float position_scale, speed_scale, direction_scale, time_feature;
   float distance_margin, tag_reward, tag_penalty, end_of_game_reward;
   int runner_exits;
@@ -344,11 +421,58 @@ struct TagAgent {
   int still;
 };
 
+// Step 1 for one agent: apply its actions, move it (clamped to the square,
+// with the edge penalty), write its state and base reward, and return it.
+// Runners add tag rewards into taggers' rows in step 3.
+__device__ __forceinline__ TagAgent tag_move(const TagEnv& e, int agent) {
+  const float two_pi = tag_two_pi();
+  TagAgent me;
+  me.still = e.still_global[agent];
+  const float delta_acc = e.acceleration_actions[e.actions[2 * agent]];
+  const float delta_turn = e.turn_actions[e.actions[2 * agent + 1]];
+
+  float acc = wd_fadd_rn(e.acc[agent], delta_acc);
+  float dir = me.still ? tag_fmod_two_pi(wd_fadd_rn(e.dir[agent], delta_turn)) : 0.0f;
+  if (dir < 0.0f) dir = wd_fadd_rn(dir, two_pi);
+
+  const float top_speed = wd_fmul_rn(e.max_speed, e.skill_levels[agent]);
+  float sp = wd_fadd_rn(e.speed[agent], acc);
+  if (sp < 0.0f) sp = 0.0f;
+  if (sp > top_speed) sp = top_speed;
+  if (!me.still) sp = 0.0f;
+  if (sp <= 0.0f || sp >= top_speed) acc = 0.0f;  // stop accelerating at either speed limit
+
+  float s, c;
+  wd_sincosf(dir, &s, &c);
+  float x = wd_fadd_rn(e.x[agent], wd_fmul_rn(sp, c));
+  float y = wd_fadd_rn(e.y[agent], wd_fmul_rn(sp, s));
+  const bool crossed = x < 0.0f || x > e.grid_length || y < 0.0f || y > e.grid_length;
+  if (x < 0.0f) x = 0.0f;
+  if (x > e.grid_length) x = e.grid_length;
+  if (y < 0.0f) y = 0.0f;
+  if (y > e.grid_length) y = e.grid_length;
+  const float edge = crossed ? e.edge_hit_penalty : 0.0f;
+
+  e.x[agent] = x;
+  e.y[agent] = y;
+  e.speed[agent] = sp;
+  e.dir[agent] = dir;
+  e.acc[agent] = acc;
+  e.edge_hit[agent] = edge;
+  e.rewards[agent] = me.still ? wd_fadd_rn(edge, e.step_rewards[agent]) : 0.0f;
+  me.x = x;
+  me.y = y;
+  me.sp = sp;
+  me.acc = acc;
+  me.dir = dir;
+  return me;
+}
+
 // Step 2 for one agent: its observation row from the moved state and the
 // pre-tag flags. With partial observation `nearest` comes back holding its k
 // nearest, which step 3 reuses.
-__device__ void tag_observe(const TagEnv& e, TagShared& sh, bool staged, bool use_grid, int grid_side,
-                            float cell, float inv_cell, int agent, const TagAgent& me, TagNearest& nearest) {
+__device__ __forceinline__ void tag_observe(const TagEnv& e, TagShared& sh, bool staged, const TagGrid& grid, int agent,
+                            const TagAgent& me, TagNearest& nearest) {
   if (e.k == 0) {  // full observation: every other agent, in id order
     const int width = e.n - 1;
     float* obs = e.observations + (size_t)agent * (TAG_NUM_FEATURES * width + 1);
@@ -376,8 +500,8 @@ __device__ void tag_observe(const TagEnv& e, TagShared& sh, bool staged, bool us
   if (me.still) {
     // The k nearest others still in the game: through the grid, or a scan of
     // the ids below, then above the observer's own (increasing ids).
-    if (use_grid) {
-      tag_grid_search(nearest, agent, me.x, me.y, sh, grid_side, cell, inv_cell);
+    if (grid.side > 0) {
+      tag_grid_search(nearest, agent, me.x, me.y, sh, grid);
     } else if (staged) {
       tag_scan<true>(nearest, me.x, me.y, sh.x, sh.y, sh.still, 0, agent);
       tag_scan<true>(nearest, me.x, me.y, sh.x, sh.y, sh.still, agent + 1, e.n);
@@ -474,88 +598,22 @@ extern "C" __global__ void TagContinuousStep(
     const int* __restrict__ sampled_actions, float* rewards, const float* __restrict__ step_rewards,
     int* num_runners, float distance_margin_for_reward, float tag_reward_for_tagger, float tag_penalty_for_runner,
     float end_of_game_reward_for_runner, float position_scale, float speed_scale, float direction_scale,
-    int stage_in_shared, int grid_side, int* arrivals, int* done, int* timestep, int num_agents,
-    int episode_length) {
+    int stage_in_shared, int grid_side, int* done, int* timestep, int num_agents, int episode_length) {
   __shared__ TagShared sh;
 
   const int env = wd_env_id();
   const int agent = wd_agent_id();
   const int n = num_agents;
-  const bool is_agent = agent < n;
-  const int row = env * n + agent;
   // Uniform over the env: every thread takes the same branch at the barriers.
   const bool staged = stage_in_shared && wd_blocks_per_env() == 1 && n <= TAG_STAGE_CAP;
   const int cells = grid_side * grid_side;
   const bool use_grid = staged && !use_full_observation && grid_side > 0 && cells <= TAG_GRID_MAX_CELLS;
-  const float cell = use_grid ? wd_fdiv_rn(grid_length, (float)grid_side) : 0.0f;
-  const float inv_cell = use_grid ? wd_fdiv_rn((float)grid_side, grid_length) : 0.0f;
-
-  // ------------------------------------------------------------ 1. move
-  TagAgent me = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0};
-  if (is_agent) {
-    const float two_pi = tag_two_pi();
-    me.still = still_in_the_game[row];
-    const float delta_acc = acceleration_actions[sampled_actions[2 * row]];
-    const float delta_turn = turn_actions[sampled_actions[2 * row + 1]];
-
-    float acc = wd_fadd_rn(acceleration[row], delta_acc);
-    float dir = me.still ? fmodf(wd_fadd_rn(direction[row], delta_turn), two_pi) : 0.0f;
-    if (dir < 0.0f) dir = wd_fadd_rn(dir, two_pi);
-
-    const float top_speed = wd_fmul_rn(max_speed, skill_levels[agent]);
-    float sp = wd_fadd_rn(speed[row], acc);
-    if (sp < 0.0f) sp = 0.0f;
-    if (sp > top_speed) sp = top_speed;
-    if (!me.still) sp = 0.0f;
-    if (sp <= 0.0f || sp >= top_speed) acc = 0.0f;  // stop accelerating at either speed limit
-
-    float s, c;
-    wd_sincosf(dir, &s, &c);
-    float x = wd_fadd_rn(loc_x[row], wd_fmul_rn(sp, c));
-    float y = wd_fadd_rn(loc_y[row], wd_fmul_rn(sp, s));
-    const bool crossed = x < 0.0f || x > grid_length || y < 0.0f || y > grid_length;
-    if (x < 0.0f) x = 0.0f;
-    if (x > grid_length) x = grid_length;
-    if (y < 0.0f) y = 0.0f;
-    if (y > grid_length) y = grid_length;
-    const float edge = crossed ? edge_hit_penalty : 0.0f;
-
-    loc_x[row] = x;
-    loc_y[row] = y;
-    speed[row] = sp;
-    direction[row] = dir;
-    acceleration[row] = acc;
-    edge_hit_reward_penalty[row] = edge;
-    // Base reward; runners add tag rewards into taggers' rows in step 3.
-    rewards[row] = me.still ? wd_fadd_rn(edge, step_rewards[agent]) : 0.0f;
-    me.x = x;
-    me.y = y;
-    me.sp = sp;
-    me.acc = acc;
-    me.dir = dir;
-    if (staged) {
-      sh.x[agent] = me.still ? x : INFINITY;
-      sh.y[agent] = y;
-      sh.still[agent] = me.still;
-    }
-    if (use_grid) {
-      sh.cell_of[agent] = me.still ? tag_cell_coordinate(y, inv_cell, grid_side) * grid_side +
-                                         tag_cell_coordinate(x, inv_cell, grid_side)
-                                   : -1;
-    }
-  }
-
-  if (use_grid) {
-    // Steps 2 and 3 by the last thread of the block to finish its move, for
-    // every agent (the grid is only compiled for the cpu executor, whose
-    // threads run one after another on one host thread anyway). With no
-    // barrier in the kernel the executor runs the block's threads as plain
-    // calls, not fibers: on 1000 agents a barrier costs as much as an agent's
-    // whole observation. arrivals[env] counts the block's threads in; the
-    // last one sets it back to 0 for the next launch.
-    if (atomicAdd(&arrivals[env], 1) != (int)(blockDim.x * blockDim.y * blockDim.z) - 1) return;
-    arrivals[env] = 0;
-  }
+  // The grid path (cpu executor only): thread 0 steps the whole env, one
+  // agent after another, and the other threads have nothing to do. There a
+  // block's threads run one after another on one host thread anyway; run as
+  // one loop, the step needs no barrier (which would switch 1000 fibers) and
+  // no per-thread setup, and thread 0 bins the agents into the grid itself.
+  if (use_grid && agent != 0) return;
 
   TagEnv e;
   e.n = n;
@@ -568,10 +626,19 @@ extern "C" __global__ void TagContinuousStep(
   e.still = staged ? sh.still : still_in_the_game + env * n;
   e.still_global = still_in_the_game + env * n;
   e.rewards = rewards + env * n;
+  e.edge_hit = edge_hit_reward_penalty + env * n;
   e.observations = observations + (size_t)env * n * (TAG_NUM_FEATURES * (e.k == 0 ? n - 1 : e.k) + 1);
+  e.actions = sampled_actions + (size_t)env * n * 2;
+  e.acceleration_actions = acceleration_actions;
+  e.turn_actions = turn_actions;
+  e.skill_levels = skill_levels;
+  e.step_rewards = step_rewards;
   e.agent_types = agent_types;
   e.tagger_ids = tagger_ids;
   e.num_taggers = num_taggers;
+  e.grid_length = grid_length;
+  e.max_speed = max_speed;
+  e.edge_hit_penalty = edge_hit_penalty;
   e.position_scale = position_scale;
   e.speed_scale = speed_scale;
   e.direction_scale = direction_scale;
@@ -583,16 +650,33 @@ extern "C" __global__ void TagContinuousStep(
   e.num_runners = num_runners + env;
   e.done = done + env;
   e.episode_length = episode_length;
+  e.t = timestep[env] + 1;
+  e.time_feature = wd_fdiv_rn((float)e.t, (float)episode_length);
 
   if (use_grid) {
+    const float cell = wd_fdiv_rn(grid_length, (float)grid_side);
+    const float inv_cell = wd_fdiv_rn((float)grid_side, grid_length);
+    for (int a = 0; a < n; ++a) {
+      const TagAgent moved = tag_move(e, a);
+      sh.x[a] = moved.still ? moved.x : INFINITY;
+      sh.y[a] = moved.y;
+      sh.still[a] = moved.still;
+      sh.cell_of[a] = moved.still ? tag_cell_coordinate(moved.y, inv_cell, grid_side) * grid_side +
+                                        tag_cell_coordinate(moved.x, inv_cell, grid_side)
+                                  : -1;
+    }
     tag_bin(sh, n, cells);
-    e.t = timestep[env] + 1;
-    e.time_feature = wd_fdiv_rn((float)e.t, (float)episode_length);
+    // The search starts from a disc that holds about TAG_SEARCH_AREA_PER_NEIGHBOR
+    // * k agents at the mean density of the agents still in the game.
+    const int in_game = sh.cell_start[cells];
+    const TagGrid grid = {grid_side, cell, inv_cell,
+                          sqrtf(TAG_SEARCH_AREA_PER_NEIGHBOR * (float)e.k * grid_length * grid_length /
+                                (3.14159265f * (float)(in_game > 0 ? in_game : 1)))};
     for (int a = 0; a < n; ++a) {
       const TagAgent other = {e.x[a], e.y[a], e.speed[a], e.acc[a], e.dir[a], sh.still[a]};
       TagNearest nearest;
       nearest.init(e.k);
-      tag_observe(e, sh, staged, use_grid, grid_side, cell, inv_cell, a, other, nearest);
+      tag_observe(e, sh, staged, grid, a, other, nearest);
       if (other.still && agent_types[a] == 0) tag_resolve(e, a, other, nearest);
     }
     timestep[env] = e.t;
@@ -600,17 +684,27 @@ extern "C" __global__ void TagContinuousStep(
     return;
   }
 
-  // Every thread reads _timestep_ before the barrier; thread 0 of the env
-  // writes it back after (nobody reads it afterwards).
-  e.t = timestep[env] + 1;
-  e.time_feature = wd_fdiv_rn((float)e.t, (float)episode_length);
+  // ------------------------------------------------------------ 1. move
+  const bool is_agent = agent < n;
+  TagAgent me = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0};
+  if (is_agent) {
+    me = tag_move(e, agent);
+    if (staged) {
+      sh.x[agent] = me.still ? me.x : INFINITY;
+      sh.y[agent] = me.y;
+      sh.still[agent] = me.still;
+    }
+  }
+  // Every thread has read _timestep_ above; thread 0 of the env writes it
+  // back after the barrier (nobody reads it afterwards).
   wd_sync_env();
   if (agent == 0) timestep[env] = e.t;
 
   // ------------------------------------------------------------ 2. observe
   TagNearest nearest;
   nearest.init(e.k);
-  if (is_agent) tag_observe(e, sh, staged, use_grid, grid_side, cell, inv_cell, agent, me, nearest);
+  const TagGrid no_grid = {0, 0.0f, 0.0f, 0.0f};
+  if (is_agent) tag_observe(e, sh, staged, no_grid, agent, me, nearest);
   // Unstaged, the observations above read still_in_the_game from global
   // memory: wait for every agent before runners start clearing their flags.
   if (!staged) wd_sync_env();

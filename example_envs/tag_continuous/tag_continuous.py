@@ -95,7 +95,7 @@ class TagContinuous(Environment):
         "sampled_actions", "rewards", "step_rewards",
         "num_runners", "distance_margin_for_reward", "tag_reward_for_tagger", "tag_penalty_for_runner",
         "end_of_game_reward_for_runner", "position_scale", "speed_scale", "direction_scale",
-        "stage_in_shared", "grid_side", "arrivals", "_done_", "_timestep_", "n_agents", "episode_length",
+        "stage_in_shared", "grid_side", "_done_", "_timestep_", "n_agents", "episode_length",
     )
     # The reference reproduces the kernel's float32 operations one by one
     # (wd_sincosf included), so kernel and reference agree bit for bit.
@@ -108,11 +108,14 @@ class TagContinuous(Environment):
     DEFAULT_POOL_MAX_BYTES = 64 * 1024 * 1024
     GRID_MIN_AGENTS = 64
     # Agents per cell of the kernel's neighbour grid, per neighbour observed
-    # (at least GRID_MIN_OCCUPANCY): the 3 x 3 cells around an observer then
-    # hold about 5k agents, of which about 2k are certainly closer than any
-    # cell outside, so the search rarely needs a larger block. Tuned at K=10.
-    GRID_OCCUPANCY_PER_NEIGHBOR = 0.6
-    GRID_MIN_OCCUPANCY = 2.0
+    # (at least GRID_MIN_OCCUPANCY). The search reads the cells that meet a
+    # square around the observer sized for about 1.6k agents (see
+    # tag_grid_search), so small cells make the block hug that square; 0.3k
+    # per cell was fastest at K=10 (0.1k to 0.45k are within a few percent).
+    GRID_OCCUPANCY_PER_NEIGHBOR = 0.3
+    GRID_MIN_OCCUPANCY = 0.5
+    # The largest side with at most TAG_GRID_MAX_CELLS (2048 in the .cu) cells.
+    GRID_MAX_SIDE = 45
 
     def __init__(
         self,
@@ -264,7 +267,7 @@ class TagContinuous(Environment):
         if self.use_full_observation or not self.neighbor_grid or self.num_agents < self.GRID_MIN_AGENTS:
             return 0
         occupancy = max(self.GRID_MIN_OCCUPANCY, self.GRID_OCCUPANCY_PER_NEIGHBOR * self.num_other_agents_observed)
-        return max(1, int(np.sqrt(self.num_agents / occupancy)))
+        return min(self.GRID_MAX_SIDE, max(1, int(np.sqrt(self.num_agents / occupancy))))
 
     @property
     def observation_size(self) -> int:
@@ -314,9 +317,6 @@ class TagContinuous(Environment):
         feed.add_data("observations", per_env(obs[0]), save_copy_and_apply_at_reset=not self._has_pools())
         feed.add_data("sampled_actions", np.zeros((e, n, 2), np.int32))
         feed.add_data("rewards", zeros.copy())
-        # Kernel scratch: on the cpu executor's grid path, how many of an env's
-        # threads have moved this step (0 between launches; see the .cu).
-        feed.add_data("arrivals", np.zeros(e, np.int32))
         # Constant tables (no env dimension).
         feed.add_data("agent_types", self.agent_types)
         feed.add_data("tagger_ids", self.tagger_ids)
