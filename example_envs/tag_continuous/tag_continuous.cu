@@ -105,8 +105,9 @@ struct TagShared {
   // The grid: cell_of[a] is agent a's cell (-1 when out of the game); entries
   // cell_start[c] .. cell_start[c + 1] - 1 of cell_agents/cell_x/cell_y are
   // the agents of cell c and their positions, stored in cell order so that the
-  // search reads them one after another.
+  // search reads them one after another; entry_of[a] is agent a's entry.
   int cell_of[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
+  int entry_of[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
   int cell_agents[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
   float cell_x[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
   float cell_y[TAG_GRID_MAX_CELLS > 0 ? TAG_STAGE_CAP : 1];
@@ -350,6 +351,10 @@ __device__ __forceinline__ void tag_grid_search(TagNearest& nearest, int self, f
   const float slack = cell * 0.0009765625f;
   const float grid_length = cell * (float)side;
   const int k = nearest.k;
+  // The observer's own entry reads as infinitely far while it searches, so
+  // that no candidate needs an id test.
+  const int own = sh.entry_of[self];
+  sh.cell_x[own] = INFINITY;
   float r = grid.search_r;
   for (;; r *= 1.41421356f) {
     if (r > grid_length) r = grid_length;  // the block covers the grid (and cell coordinates stay small)
@@ -368,6 +373,7 @@ __device__ __forceinline__ void tag_grid_search(TagNearest& nearest, int self, f
     if (in_block <= k && !whole_grid) continue;
     const float clear = gap - slack;
     const float clear2 = clear > 0.0f ? clear * clear : 0.0f;
+    const float certain2 = clear2 * 0.9990234375f;  // (1 - 2^-10): the margin on the squares
     int m = 0;
     for (int gy = y0; gy <= y1; ++gy) {
       const int lo = sh.cell_start[gy * side + x0], hi = sh.cell_start[gy * side + x1 + 1];
@@ -376,7 +382,7 @@ __device__ __forceinline__ void tag_grid_search(TagNearest& nearest, int self, f
         const int j = sh.cell_agents[i];
         sh.search_d2[m] = (int)wd_float_as_uint(d2);  // never negative: the bits order as ints
         sh.search_id[m] = j;
-        m += (d2 * 1.0009765625f < clear2) & (j != self);
+        m += d2 < certain2;
       }
     }
     if (m < k && !whole_grid) continue;  // too few certain: a larger block
@@ -397,6 +403,7 @@ __device__ __forceinline__ void tag_grid_search(TagNearest& nearest, int self, f
       nearest.worst_key = nearest.keys[k - 1];
       nearest.worst = nearest.distance(k - 1);
     }
+    sh.cell_x[own] = x;
     return;
   }
 }
@@ -607,6 +614,7 @@ __device__ void tag_bin(TagShared& sh, int n, int cells) {
     if (sh.cell_of[a] < 0) continue;
     const int i = sh.cell_start[sh.cell_of[a] + 1]++;
     sh.cell_agents[i] = a;
+    sh.entry_of[a] = i;
     sh.cell_x[i] = sh.x[a];
     sh.cell_y[i] = sh.y[a];
   }
