@@ -23,7 +23,15 @@ import torch
 from warp_drive.backends import get_backend
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import DONE, DataManager, convert_value
-from warp_drive.environment import TERMINATED, THREADS_PER_AGENT, THREADS_PER_ENV, TRUNCATED, Environment
+from warp_drive.environment import (
+    AGENT_PHASES,
+    TERMINATED,
+    THREAD_LAYOUTS,
+    THREADS_PER_AGENT,
+    THREADS_PER_ENV,
+    TRUNCATED,
+    Environment,
+)
 from warp_drive.function_manager import FunctionFeed, FunctionManager
 from warp_drive.registry import get_env_class
 from warp_drive.reset import EnvironmentReset
@@ -66,28 +74,30 @@ class EnvWrapper:
         self.backend = get_backend(backend)
         env_ = self.env
         self.num_agents, self.episode_length = int(env_.num_agents), int(env_.episode_length)
-        self.blocks_per_env = self._blocks_per_env(blocks_per_env)
+        requested_blocks = self._requested_blocks_per_env(blocks_per_env)
 
         self.data_manager = DataManager(self.num_envs, self.num_agents, self.episode_length, backend=self.backend)
         self.data_manager.push_data_to_device(env_.get_data_dictionary(self.num_envs))
         self._check_required_arrays()
         self._push_reset_pools(reset_pool_size)
 
-        self.function_manager = FunctionManager(self.num_envs, self.num_agents, self.blocks_per_env, self.backend)
+        self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
         self.function_manager.compile_and_load(env_.cuda_source_path())
         self._step = self._bind_step()
+        self.blocks_per_env = self._step.grid[1] if env_.thread_layout != THREADS_PER_ENV else 1
         self.env_resetter = EnvironmentReset(self.function_manager, seed=self.seed)
         self.reset_all_envs()
 
     # ------------------------------------------------------------ setup
-    def _blocks_per_env(self, requested: int | None) -> int:
-        if self.env.thread_layout == THREADS_PER_ENV:
-            if requested not in (None, 1):
-                raise ValueError(f"{self.env.name} runs one thread per env; blocks_per_env does not apply")
-            return 1
-        if requested is not None:
-            return int(requested)
-        return max(1, math.ceil(self.num_agents / self.backend.limits.max_threads_per_block))
+    def _requested_blocks_per_env(self, requested: int | None) -> int | None:
+        layout = self.env.thread_layout
+        if layout not in THREAD_LAYOUTS:
+            raise ValueError(f"{self.env.name}.thread_layout must be one of {', '.join(map(repr, THREAD_LAYOUTS))}; "
+                             f"got {layout!r}")
+        if layout != THREADS_PER_AGENT and requested not in (None, 1):
+            raise ValueError(f"{self.env.name} runs one block per env (thread_layout {layout!r}); "
+                             "blocks_per_env does not apply")
+        return None if requested is None else int(requested)
 
     def _check_required_arrays(self) -> None:
         dm = self.data_manager
@@ -136,11 +146,11 @@ class EnvWrapper:
         self.reset_all_envs()
 
     def _bind_step(self):
+        """The step launch: its geometry comes from the env's thread layout, the
+        kernel's own limits and the executor (FunctionManager.env_geometry)."""
         args = FunctionFeed(self.data_manager)(self.env.step_args)
-        if self.env.thread_layout == THREADS_PER_AGENT:
-            return self.function_manager.bind(self.env.step_kernel, args)
-        if self.env.thread_layout != THREADS_PER_ENV:
-            raise ValueError(f"{self.env.name}.thread_layout must be {THREADS_PER_AGENT!r} or {THREADS_PER_ENV!r}")
+        if self.env.thread_layout in (THREADS_PER_AGENT, AGENT_PHASES):
+            return self.function_manager.bind(self.env.step_kernel, args, layout=self.env.thread_layout)
         block = min(FLAT_BLOCK, self.num_envs)
         return self.function_manager.bind(
             self.env.step_kernel, args, grid=(math.ceil(self.num_envs / block), 1, 1), block=(block, 1, 1)

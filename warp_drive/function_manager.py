@@ -1,12 +1,19 @@
 """``FunctionManager``: build, load and launch kernels; ``FunctionFeed``: names to arguments.
 
-The launch geometry of an environment kernel is fixed by the data model — one
-block row per environment replica, its agents spread over ``blocks_per_env``
-blocks — and passed at run time: ``grid = (num_envs, blocks_per_env, 1)``,
-``block = (ceil(num_agents / blocks_per_env), 1, 1)``. Kernels read it back
-through ``wd_env_id()`` / ``wd_agent_id()`` (``warp_drive/core.h``), so nothing
-is templated into generated sources and one process can hold any number of
-configurations.
+The launch geometry of an environment kernel follows the data model — one
+block row per environment replica — and is passed at run time; kernels read it
+back through ``wd_env_id()`` / ``wd_agent_id()`` (``warp_drive/core.h``), so
+nothing is templated into generated sources and one process can hold any
+number of configurations. :meth:`FunctionManager.env_geometry` chooses it from
+the kernel's own limits (its registers cap its block size on a GPU) and the
+executor's capabilities, in one place:
+
+* ``THREADS_PER_AGENT`` (thread = agent): ``grid = (num_envs, blocks_per_env)``,
+  ``block = ceil(num_agents / blocks_per_env)``; an env too large for the
+  kernel is refused naming the kernel, its resources and the largest env that fits;
+* ``AGENT_PHASES`` (``WD_FOR_EACH_AGENT``): ``grid = (num_envs,)`` and one
+  thread per agent up to the kernel's limit -- or one thread per env where a
+  block's threads take turns on one host thread anyway (the cpu executor).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any, Iterable, Sequence
 from warp_drive.backends import get_backend
 from warp_drive.backends.base import Backend, BoundLaunch, Kernel, KernelLaunchError, Module
 from warp_drive.backends.build_cache import KERNELS_DIR
+from warp_drive.environment import AGENT_PHASES, THREADS_PER_AGENT
 
 CORE_SOURCES = [KERNELS_DIR / name for name in ("sampler.cu", "reset.cu", "log.cu")]
 
@@ -85,31 +93,43 @@ class FunctionFeed:
         return arg
 
 
-class FunctionManager:
-    """Loads modules of kernels and launches them over the environment geometry."""
+class EnvTooLargeError(KernelLaunchError, ValueError):
+    """An env has more agents than a thread-per-agent kernel can launch with."""
 
-    def __init__(self, num_envs: int, num_agents: int, blocks_per_env: int = 1, backend: Any = "auto"):
+
+class FunctionManager:
+    """Loads modules of kernels and launches them over the environment geometry.
+
+    ``blocks_per_env`` applies to thread-per-agent kernels; None chooses the
+    fewest blocks the kernel's own limit allows.
+    """
+
+    def __init__(self, num_envs: int, num_agents: int, blocks_per_env: int | None = None, backend: Any = "auto"):
         self.backend: Backend = get_backend(backend)
         self.num_envs, self.num_agents = int(num_envs), int(num_agents)
-        self.blocks_per_env = int(blocks_per_env)
-        if self.blocks_per_env < 1 or self.num_envs < 1 or self.num_agents < 1:
+        self.requested_blocks_per_env = None if blocks_per_env is None else int(blocks_per_env)
+        if self.num_envs < 1 or self.num_agents < 1 or (blocks_per_env is not None and int(blocks_per_env) < 1):
             raise ValueError("num_envs, num_agents and blocks_per_env must be positive")
-        if self.blocks_per_env > 1 and self.backend.name == "cpu":
+        most = self.backend.capabilities.max_blocks_per_env
+        if blocks_per_env is not None and most is not None and int(blocks_per_env) > most:
             raise ValueError(
-                f"blocks_per_env={self.blocks_per_env}: the cpu executor runs each env as one block of any "
-                "size; use blocks_per_env=1"
-            )
-        threads = math.ceil(self.num_agents / self.blocks_per_env)
-        if threads > self.backend.limits.max_threads_per_block:
-            raise ValueError(
-                f"{self.num_agents} agents in {self.blocks_per_env} block(s) per env needs {threads} threads per "
-                f"block; {self.backend.name} allows {self.backend.limits.max_threads_per_block}. Use "
-                f"blocks_per_env={math.ceil(self.num_agents / self.backend.limits.max_threads_per_block)}"
+                f"blocks_per_env={blocks_per_env}: the {self.backend.name} executor runs an env as at most {most} "
+                f"block(s) (it has no grid-wide barrier); use blocks_per_env=1, or write the step with "
+                "WD_FOR_EACH_AGENT (thread_layout = AGENT_PHASES) to run any number of agents in one block"
             )
         self._modules: list[Module] = []
         self._functions: dict[str, Kernel] = {}
+        if self.requested_blocks_per_env is not None:
+            self._classic_geometry(self.backend.limits.max_threads_per_block, "the device")
 
     # ------------------------------------------------------------ geometry
+    @property
+    def blocks_per_env(self) -> int:
+        """Blocks per env of a thread-per-agent kernel at the device's limit (kernels may need more)."""
+        if self.requested_blocks_per_env is not None:
+            return self.requested_blocks_per_env
+        return self._default_blocks_per_env(self.backend.limits.max_threads_per_block)
+
     @property
     def grid(self) -> tuple[int, int, int]:
         return (self.num_envs, self.blocks_per_env, 1)
@@ -117,6 +137,44 @@ class FunctionManager:
     @property
     def block(self) -> tuple[int, int, int]:
         return (math.ceil(self.num_agents / self.blocks_per_env), 1, 1)
+
+    def _default_blocks_per_env(self, max_threads: int) -> int:
+        blocks = max(1, math.ceil(self.num_agents / max(1, max_threads)))
+        most = self.backend.capabilities.max_blocks_per_env
+        return blocks if most is None else min(blocks, most)
+
+    def _classic_geometry(self, max_threads: int, whose: str, kernel: Kernel | None = None):
+        blocks = self.requested_blocks_per_env or self._default_blocks_per_env(max_threads)
+        threads = math.ceil(self.num_agents / blocks)
+        if threads > max_threads:
+            name = f"kernel {kernel.name}" if kernel is not None else f"the {self.backend.name} executor"
+            limit = kernel.resources.describe() if kernel is not None else f"at most {max_threads} threads per block"
+            if self.backend.capabilities.max_blocks_per_env is None:  # more blocks per env are possible
+                fix = f"blocks_per_env={math.ceil(self.num_agents / max_threads)}"
+            else:
+                fix = f"at most {max_threads * blocks} agents per env"
+            raise EnvTooLargeError(
+                f"{name} cannot step an env of {self.num_agents} agents with one thread per agent in {blocks} "
+                f"block(s) per env: it uses {limit} ({whose}). Use {fix}, or write the step as phases over agents "
+                "(WD_FOR_EACH_AGENT in warp_drive/agents.h, thread_layout = AGENT_PHASES), which runs any number "
+                "of agents in one block"
+            )
+        return (self.num_envs, blocks, 1), (threads, 1, 1), blocks > 1
+
+    def env_geometry(self, name: str, layout: str = THREADS_PER_AGENT):
+        """``(grid, block, cooperative)`` of env kernel ``name`` written in ``layout``,
+        from the kernel's own limits and the executor's capabilities."""
+        kernel = self.get_function(name)
+        limit = kernel.resources.max_threads_per_block
+        if layout == AGENT_PHASES:
+            if self.requested_blocks_per_env not in (None, 1):
+                raise ValueError(f"kernel {name} loops over agents (AGENT_PHASES) in one block per env; "
+                                 f"blocks_per_env={self.requested_blocks_per_env} does not apply")
+            threads = 1 if self.backend.capabilities.serial_blocks else min(self.num_agents, limit)
+            return (self.num_envs, 1, 1), (threads, 1, 1), False
+        if layout != THREADS_PER_AGENT:
+            raise ValueError(f"env_geometry: layout {layout!r} is not {THREADS_PER_AGENT!r} or {AGENT_PHASES!r}")
+        return self._classic_geometry(limit, "its own limit", kernel)
 
     # ------------------------------------------------------------ modules
     def compile_and_load(self, sources: Any, include_dirs: Sequence[str | Path] = (), defines=None) -> Module:
@@ -168,15 +226,20 @@ class FunctionManager:
                 raise KeyError(f"no loaded module has a __constant__ named {name!r}: {'; '.join(errors)}")
 
     # ------------------------------------------------------------ launches
-    def bind(self, name: str, args: Sequence[Any], grid=None, block=None, shared_mem: int = 0) -> BoundKernel:
+    def bind(self, name: str, args: Sequence[Any], grid=None, block=None, shared_mem: int = 0,
+             layout: str = THREADS_PER_AGENT) -> BoundKernel:
         """Check ``args`` once; the result launches ``name`` with no further checks.
 
-        ``grid``/``block`` default to the environment geometry; a launch over
-        several blocks per env is cooperative so that ``wd_sync_env`` is safe.
+        Without ``grid``/``block`` the environment geometry of ``layout`` is
+        used (:meth:`env_geometry`); a launch over several blocks per env is
+        cooperative so that ``wd_sync_env`` is safe.
         """
-        grid = self.grid if grid is None else grid
-        block = self.block if block is None else block
-        cooperative = isinstance(grid, tuple) and len(grid) > 1 and grid[1] > 1
+        if grid is None and block is None:
+            grid, block, cooperative = self.env_geometry(name, layout)
+        else:
+            grid = self.grid if grid is None else grid
+            block = self.block if block is None else block
+            cooperative = isinstance(grid, tuple) and len(grid) > 1 and grid[1] > 1
         return BoundKernel(self.get_function(name).bind(*args), grid, block, shared_mem, cooperative)
 
     def launch(self, name: str, args: Sequence[Any], grid=None, block=None, shared_mem: int = 0) -> None:

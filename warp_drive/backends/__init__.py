@@ -1,5 +1,8 @@
 """Backends: the same CUDA C on two executors (``cpu`` and ``pycuda``).
 
+``cpu-gpu`` is the cpu executor shaped like a GPU (the GPU's macros, block
+limits and launch geometry): what CI runs to execute the GPU's code path.
+
 ``get_backend(name)`` returns one shared instance per executor, so that a
 DataManager and a FunctionManager created with the same name agree on where the
 arrays live.
@@ -18,7 +21,7 @@ from warp_drive.backends.base import (  # noqa: F401  (re-exported)
     Module,
 )
 
-BACKEND_NAMES = ("auto", "cpu", "pycuda")
+BACKEND_NAMES = ("auto", "cpu", "cpu-gpu", "pycuda")
 
 _instances: dict[str, Backend] = {}
 
@@ -57,8 +60,27 @@ def get_backend(backend: "str | Backend | None" = None) -> Backend:
             from warp_drive.backends.cpu import CpuBackend
 
             _instances[name] = CpuBackend()
+        elif name == "cpu-gpu":
+            from warp_drive.backends.cpu import GpuShapedCpuBackend
+
+            _instances[name] = GpuShapedCpuBackend()
         else:
             from warp_drive.backends.pycuda_backend import PyCudaBackend
 
             _instances[name] = PyCudaBackend()
     return _instances[name]
+
+
+def backend_class(backend: "str | Backend | None" = None) -> type[Backend]:
+    """The class of a backend, without creating one: its ``capabilities`` can be
+    read before the device is chosen (e.g. by ``torch.distributed`` setup)."""
+    if isinstance(backend, Backend):
+        return type(backend)
+    name = resolve_backend_name(backend)
+    if name == "pycuda":
+        from warp_drive.backends.pycuda_backend import PyCudaBackend
+
+        return PyCudaBackend
+    from warp_drive.backends.cpu import CpuBackend, GpuShapedCpuBackend
+
+    return GpuShapedCpuBackend if name == "cpu-gpu" else CpuBackend

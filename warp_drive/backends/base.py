@@ -19,11 +19,14 @@ import abc
 import operator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
 from warp_drive.backends.signature import KernelSignature
+
+if TYPE_CHECKING:
+    from warp_drive.backends.resources import KernelResources
 
 
 class KernelBuildError(RuntimeError):
@@ -57,8 +60,10 @@ def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
     return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
 
 
-def check_geometry(grid: Dim3, block: Dim3, shared_mem: int, limits: "DeviceLimits", kernel: str) -> None:
-    """Refuse launches the device cannot run, instead of truncating them."""
+def check_geometry(grid: Dim3, block: Dim3, shared_mem: int, limits: "DeviceLimits", kernel: str,
+                   resources: "KernelResources | None" = None) -> None:
+    """Refuse launches the device (or this kernel's own resources) cannot run,
+    instead of truncating them."""
     if any(g > limit for g, limit in zip(grid, GRID_LIMITS)):
         raise KernelLaunchError(f"kernel {kernel}: grid {grid} exceeds CUDA's limits {GRID_LIMITS}")
     threads = block[0] * block[1] * block[2]
@@ -66,6 +71,9 @@ def check_geometry(grid: Dim3, block: Dim3, shared_mem: int, limits: "DeviceLimi
         raise KernelLaunchError(
             f"kernel {kernel}: block {block} has {threads} threads; the limit is {limits.max_threads_per_block}"
         )
+    if resources is not None and threads > resources.max_threads_per_block:
+        raise KernelLaunchError(f"kernel {kernel}: block {block} has {threads} threads; this kernel uses "
+                                f"{resources.describe()}")
     if not 0 <= shared_mem <= limits.max_dynamic_shared_bytes:
         raise KernelLaunchError(
             f"kernel {kernel}: {shared_mem} bytes of dynamic shared memory requested; the limit is "
@@ -83,6 +91,11 @@ class Kernel(abc.ABC):
     @property
     def name(self) -> str:
         return self.signature.name
+
+    @property
+    @abc.abstractmethod
+    def resources(self) -> "KernelResources":
+        """Registers, shared memory and the largest block this kernel may launch with."""
 
     def __call__(self, *args, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
         """Check ``args`` against the kernel's C signature and launch it."""
@@ -149,12 +162,38 @@ class DeviceLimits:
     max_dynamic_shared_bytes: int
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What the layers above need to know about an executor, as data: they read
+    these and never ask for the executor's name.
+
+    * ``serial_blocks``: a block's threads take turns on one host thread, so an
+      ``AGENT_PHASES`` kernel runs best as one thread per env (a plain loop over
+      its agents); otherwise one thread per agent, up to the kernel's limit.
+    * ``max_blocks_per_env``: 1 where an env must be one block (no grid-wide
+      barrier); None where several blocks per env launch cooperatively.
+    * ``collective_backend``: the ``torch.distributed`` backend for
+      data-parallel training on this executor's device.
+    * ``memory``: where arrays live, for memory probes: ``"host"`` (resident
+      set size) or ``"cuda"`` (torch's CUDA allocator).
+    * ``shares_host_cores``: the kernels' worker pool uses the host's cores, so
+      torch gets one intra-op thread beside it.
+    """
+
+    serial_blocks: bool
+    max_blocks_per_env: int | None
+    collective_backend: str
+    memory: str
+    shares_host_cores: bool
+
+
 class Backend(abc.ABC):
     """Builds modules and says where arrays live."""
 
     name: str
     device: torch.device
     limits: DeviceLimits
+    capabilities: Capabilities  # a class attribute: readable before an instance (and its device) exists
 
     @abc.abstractmethod
     def build(

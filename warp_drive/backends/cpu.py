@@ -15,6 +15,19 @@ Build modes (``WARP_DRIVE_CPU_MODE``, or ``CpuBackend(mode=...)``):
   ``LD_PRELOAD=$(g++ -print-file-name=libasan.so)``).
 
 Results never depend on the machine: ``-ffp-contract=off`` and no fast-math.
+
+Two shapes of the same executor:
+
+* ``cpu`` (native): an ``AGENT_PHASES`` kernel runs one host thread per env,
+  which loops over the env's agents with no fiber switch; blocks are as large
+  as a launch asks.
+* ``cpu-gpu`` (:class:`GpuShapedCpuBackend`): the GPU's shape, so that CI runs
+  the very code path a GPU runs. ``WD_CPU_EXECUTOR`` is not defined (nvcc does
+  not define it), blocks are capped at 1024 threads and at each kernel's own
+  limit from nvcc's resource report (``ptxas -v`` for sm_90, see
+  :mod:`warp_drive.backends.resources`; static shared memory over 48 KiB fails
+  that build as it would on a GPU), and ``AGENT_PHASES`` kernels get the block
+  a GPU would give them: one thread per agent up to that limit.
 """
 
 from __future__ import annotations
@@ -39,9 +52,11 @@ from warp_drive.backends.base import (
     KernelBuildError,
     KernelLaunchError,
     Module,
+    Capabilities,
     as_dim3,
     check_geometry,
 )
+from warp_drive.backends.resources import DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, KernelResources
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
 CPU_DIR = build_cache.PACKAGE_CUDA_DIR / "cpu"
@@ -98,7 +113,8 @@ class CpuBoundLaunch(BoundLaunch):
         geometry = self._geometry.get(key)
         if geometry is None:
             g, b = as_dim3(grid, "grid"), as_dim3(block, "block")
-            check_geometry(g, b, shared_mem, self.kernel.module.backend.limits, self.kernel.name)
+            check_geometry(g, b, shared_mem, self.kernel.module.backend.limits, self.kernel.name,
+                           self.kernel.resources)
             geometry = ((ctypes.c_uint * 3)(*g), (ctypes.c_uint * 3)(*b))
             self._geometry[key] = geometry
         self.kernel.module.backend._launch(self.kernel, self._argv_address, geometry)
@@ -113,11 +129,17 @@ class CpuKernel(Kernel):
     def bind(self, *args) -> CpuBoundLaunch:
         return CpuBoundLaunch(self, check_arguments(self.signature, args, self.module.backend.device))
 
+    @property
+    def resources(self) -> KernelResources:
+        return self.module.resources(self.name)
+
 
 class CpuModule(Module):
-    def __init__(self, backend: "CpuBackend", library_path: Path, symbols: ModuleSymbols, sources, from_cache: bool):
+    def __init__(self, backend: "CpuBackend", library_path: Path, symbols: ModuleSymbols, sources, from_cache: bool,
+                 include_dirs=(), defines=None):
         super().__init__(sources, symbols.kernels, from_cache)
         self.backend = backend
+        self.include_dirs, self.defines = list(include_dirs), dict(defines or {})
         self.library_path = library_path
         self.constants = symbols.constants
         self._lib = ctypes.CDLL(str(library_path), mode=ctypes.RTLD_LOCAL)
@@ -126,6 +148,13 @@ class CpuModule(Module):
         self._symbols = self._read_table("wd_constants", _SymbolEntry,
                                          lambda e: (e.name.decode(), (e.address, e.size)))
         self._kernels: dict[str, CpuKernel] = {}
+        self._resources: dict[str, KernelResources] | None = None
+
+    def resources(self, kernel: str) -> KernelResources:
+        """The kernel's resources as this backend counts them (see ``CpuBackend.kernel_resources``)."""
+        if self._resources is None:
+            self._resources = self.backend.kernel_resources(self)
+        return self._resources[kernel]
 
     def _read_table(self, symbol: str, entry_type, item):
         table = ctypes.cast(getattr(self._lib, symbol), ctypes.POINTER(entry_type))
@@ -227,6 +256,10 @@ def _generated_unit(sources: Sequence[Path], symbols: ModuleSymbols) -> str:
 
 class CpuBackend(Backend):
     name = "cpu"
+    capabilities = Capabilities(serial_blocks=True, max_blocks_per_env=1, collective_backend="gloo", memory="host",
+                                shares_host_cores=True)
+    # Defines of every build: the emulation header defines WD_CPU_EXECUTOR unless told to look like nvcc.
+    shape_defines: dict[str, str] = {}
 
     def __init__(self, mode: str | None = None, num_workers: int | None = None):
         self.mode = (mode or os.environ.get("WARP_DRIVE_CPU_MODE") or "release").lower()
@@ -307,7 +340,7 @@ class CpuBackend(Backend):
             if not path.is_file():
                 raise KernelBuildError(f"kernel source {path} does not exist")
         include_flags = [f"-I{d}" for d in [build_cache.INCLUDE_DIR, *include_dirs]]
-        define_flags = [f"-D{k}={v}" for k, v in (defines or {}).items()]
+        define_flags = [f"-D{k}={v}" for k, v in {**self.shape_defines, **(defines or {})}.items()]
         preprocessed = build_cache.preprocess_for_symbols(self.cxx, paths, include_flags, define_flags)
         try:
             symbols = parse_symbols(preprocessed)
@@ -335,6 +368,41 @@ class CpuBackend(Backend):
             )
 
         from_cache = build_cache.build_atomically(target, compile_to)
-        module = CpuModule(self, target, symbols, paths, from_cache)
+        module = CpuModule(self, target, symbols, paths, from_cache, include_dirs, defines)
         self._modules[key] = module
         return module
+
+    def kernel_resources(self, module: CpuModule) -> dict[str, KernelResources]:
+        """Fibers have no register file: a block may be as large as a launch asks."""
+        limit = KernelResources(max_threads_per_block=self.limits.max_threads_per_block,
+                                source="cpu executor: no per-kernel limit")
+        return {name: limit for name in module.signatures}
+
+
+class GpuShapedCpuBackend(CpuBackend):
+    """The cpu executor shaped like a GPU (see the module docstring): the GPU's
+    macros, block limits and launch geometry, so that CI executes every line a
+    GPU executes. Results are the same bits as on the native shape."""
+
+    name = "cpu-gpu"
+    capabilities = Capabilities(serial_blocks=False, max_blocks_per_env=1, collective_backend="gloo", memory="host",
+                                shares_host_cores=True)
+    shape_defines = {"WD_EMULATE_GPU_MACROS": "1"}
+    arch = DEFAULT_ARCH
+
+    def __init__(self, mode: str | None = None, num_workers: int | None = None):
+        super().__init__(mode, num_workers)
+        self.limits = DeviceLimits(max_threads_per_block=MAX_THREADS_PER_BLOCK,
+                                   max_dynamic_shared_bytes=DYNAMIC_SHARED_BYTES)
+
+    def kernel_resources(self, module: CpuModule) -> dict[str, KernelResources]:
+        """nvcc's resource report for the GPU build of the same sources; without
+        nvcc, the device limit alone (registers unknown)."""
+        from warp_drive.backends.pycuda_backend import find_nvcc
+        from warp_drive.backends.resources import ptxas_resources
+
+        if find_nvcc() is None:
+            unknown = KernelResources(max_threads_per_block=MAX_THREADS_PER_BLOCK,
+                                      source="nvcc not found: registers unknown, the device limit")
+            return {name: unknown for name in module.signatures}
+        return ptxas_resources(module.sources, module.include_dirs, module.defines, self.arch)

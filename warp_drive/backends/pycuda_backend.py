@@ -74,8 +74,10 @@ from warp_drive.backends.base import (
     KernelBuildError,
     KernelLaunchError,
     Module,
+    Capabilities,
     as_dim3,
 )
+from warp_drive.backends.resources import KernelResources
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
 INSTALL_HINT = "pip install -e '.[cuda]'"
@@ -93,6 +95,9 @@ CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701
 CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720
 CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95
 CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
+CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 
 _c_uint, _c_int, _c_size_t, _c_void_p, _c_char_p = (
     ctypes.c_uint, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p)
@@ -369,12 +374,26 @@ class PyCudaKernel(Kernel):
         self.handle = handle  # CUfunction
         self.param_types = param_ctypes(signature)
         backend = module.backend
-        value = ctypes.c_int()
-        backend._driver_call(f"kernel {self.name}: reading its attributes", "cuFuncGetAttribute",
-                             ctypes.byref(value), CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, handle)
-        # Fewer than the device's limit when the kernel uses many registers.
-        self.max_threads_per_block = value.value
+
+        def attribute(which: int) -> int:
+            value = ctypes.c_int()
+            backend._driver_call(f"kernel {self.name}: reading its attributes", "cuFuncGetAttribute",
+                                 ctypes.byref(value), which, handle)
+            return value.value
+
+        # Fewer threads than the device's limit when the kernel uses many registers.
+        self._resources = KernelResources(
+            max_threads_per_block=attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+            registers=attribute(CU_FUNC_ATTRIBUTE_NUM_REGS),
+            static_shared_bytes=attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+            stack_frame_bytes=attribute(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+            source=f"the driver, {backend.arch}")
+        self.max_threads_per_block = self._resources.max_threads_per_block
         self._co_resident: dict[tuple[int, int], int] = {}
+
+    @property
+    def resources(self) -> KernelResources:
+        return self._resources
 
     def bind(self, *args) -> PyCudaBoundLaunch:
         device = self.module.backend.device
@@ -393,10 +412,10 @@ class PyCudaKernel(Kernel):
         threads = block[0] * block[1] * block[2]
         if threads > self.max_threads_per_block:
             limit = self.module.backend.limits.max_threads_per_block
-            why = "" if self.max_threads_per_block == limit else f" (its register use; the device allows {limit})"
+            why = "" if self.max_threads_per_block == limit else f"; the device allows {limit}"
             raise KernelLaunchError(
-                f"kernel {self.name}: {threads} threads per block requested; this kernel allows at most "
-                f"{self.max_threads_per_block}{why}. Use more blocks per env."
+                f"kernel {self.name}: {threads} threads per block requested; this kernel uses "
+                f"{self._resources.describe()}{why}"
             )
         return grid, block, threads, grid[0] * grid[1] * grid[2]
 
@@ -518,6 +537,8 @@ class PyCudaModule(Module):
 
 class PyCudaBackend(Backend):
     name = "pycuda"
+    capabilities = Capabilities(serial_blocks=False, max_blocks_per_env=None, collective_backend="nccl",
+                                memory="cuda", shares_host_cores=False)
 
     def __init__(self) -> None:
         try:

@@ -28,7 +28,12 @@
 #include <cmath>
 #include <cstddef>
 
+// Defined for code that must know it runs here (debugging aids); the
+// GPU-shaped build (warp-drive's "cpu-gpu" backend) leaves it undefined, as
+// nvcc does, so that it runs the very lines a GPU runs.
+#ifndef WD_EMULATE_GPU_MACROS
 #define WD_CPU_EXECUTOR 1
+#endif
 
 // ---------------------------------------------------------------- qualifiers
 #ifdef WD_MARKER_PASS
@@ -120,7 +125,11 @@ static inline void wd_set_thread_index(const wd_thread_index* index) {
 }
 
 // Barriers carry their call site so a divergent barrier can be reported.
+// A block of one thread waits for nobody: its barriers return at once, so the
+// runtime runs it as a plain call (the one-thread-per-env launches of
+// AGENT_PHASES kernels on this executor).
 static inline int wd_barrier_at(const char* file, int line, int predicate) {
+  if (blockDim.x * blockDim.y * blockDim.z == 1) return predicate;
   dim3 me = threadIdx;  // on this fiber's own stack: survives the switch
   int result = wd_cpu_barrier(file, line, predicate);
   threadIdx = me;

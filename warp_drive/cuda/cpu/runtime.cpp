@@ -10,6 +10,9 @@
 //     barrier, no other thread may legally reach one (thread 0 has exited), so
 //     the rest run as plain calls: the fast path, where a barrier is reported
 //     as a divergent barrier instead of silently giving wrong answers.
+//   * A block of one thread (how AGENT_PHASES kernels run here: one host
+//     thread loops over an env's agents) runs as a plain call from the start;
+//     the emulation header returns its barriers at once.
 //   * At every barrier all live threads must wait at the same __syncthreads
 //     call site; anything else (some exited, or different sites) is an error
 //     naming the kernel, not a hang.
@@ -369,6 +372,19 @@ void run_block(Worker* w, uint64_t linear) {
   w->plain_mode = false;
   w->index.block_changed = 1;
 
+  if (n == 1) {
+    // One thread: its barriers return at once (the emulation header), so it
+    // runs as a plain call on this worker's own stack, with no fiber at all.
+    stat_plain_blocks.fetch_add(1, std::memory_order_relaxed);
+    w->plain_mode = true;
+    if (setjmp(w->plain_abort) == 0) {
+      set_thread(w, 0);
+      job->fn(job->args, &w->index);
+    }
+    w->plain_mode = false;
+    w->index.block_changed = 0;
+    return;
+  }
   w->ensure_fibers(1);
   start_fiber(w, 0);
   w->index.block_changed = 0;

@@ -2,6 +2,8 @@
 //
 //   indexing.h       wd_env_id(), wd_agent_id(), wd_agent_index(n), ... (run-time geometry)
 //   sync.h           wd_sync_env(): barrier over one environment's threads
+//   agents.h         WD_FOR_EACH_AGENT(a, n): a step as phases over agents, any
+//                    number of threads per env; wd_env_min_u64 (env-wide minimum)
 //   portable_math.h  wd_logf, wd_expf, wd_sincosf, wd_sincospif, wd_sqrtf, wd_f*_rn:
 //                    bit-identical on the GPU and in the cpu executor
 //   philox.h         wd_random_bits / wd_random_uniform / wd_random_normal2:
@@ -20,6 +22,7 @@
 
 #include <warp_drive/indexing.h>
 #include <warp_drive/sync.h>
+#include <warp_drive/agents.h>
 #include <warp_drive/portable_math.h>
 #include <warp_drive/philox.h>
 
