@@ -45,3 +45,11 @@ def pytest_collection_modifyitems(config, items):
 def backend_name(request) -> str:
     """Executor name: run the same test on the cpu and (with a GPU) pycuda backends."""
     return request.param
+
+
+@pytest.fixture(params=["cpu", "cpu-gpu", pytest.param("pycuda", marks=pytest.mark.gpu)])
+def env_backend(request) -> str:
+    """Executor of an env test: the cpu executor in both shapes -- native (one host
+    thread per env for phase kernels) and GPU-shaped (the GPU's macros, block
+    limits and geometry, so the GPU's code path runs here) -- and, with a GPU, pycuda."""
+    return request.param

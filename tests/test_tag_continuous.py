@@ -79,7 +79,7 @@ def host_state(wrapper: EnvWrapper) -> dict:
 CONSISTENCY_CONFIGS = [
     # full observation, runners exit, frequent tags
     dict(num_taggers=3, num_runners=9, episode_length=25, tagging_distance=0.2, seed=1),
-    # partial observation, runners stay in the game, edge penalty and step rewards
+    # partial observation (a scan: few agents), runners stay in the game, edge penalty and step rewards
     dict(num_taggers=2, num_runners=10, episode_length=25, use_full_observation=False, num_other_agents_observed=4,
          tagging_distance=0.15, runner_exits_game_after_tagged=False, edge_hit_penalty=-0.5,
          step_penalty_for_tagger=-0.1, step_reward_for_runner=0.05, seed=2),
@@ -88,20 +88,17 @@ CONSISTENCY_CONFIGS = [
     dict(num_taggers=1, num_runners=4, episode_length=20, use_full_observation=False, num_other_agents_observed=6,
          skill_level_runner=0.5, skill_level_tagger=1.5, max_speed=2.0, max_acceleration=2.0, min_acceleration=-2.0,
          max_turn=3 * np.pi, min_turn=-3 * np.pi, tagging_distance=0.3, seed=3),
-    # many agents: the grid neighbour search (cpu executor), staged in shared memory
+    # many agents: the neighbour grid
     dict(num_taggers=8, num_runners=112, episode_length=15, use_full_observation=False, num_other_agents_observed=10,
          tagging_distance=0.05, grid_length=5.0, max_speed=1.5, seed=4),
-    # the same without staging: plain scan over global memory and the second barrier
-    dict(num_taggers=8, num_runners=112, episode_length=15, use_full_observation=False, num_other_agents_observed=10,
-         tagging_distance=0.05, grid_length=5.0, max_speed=1.5, stage_in_shared=False, seed=4),
     # the grid with fewer than K others left in the game: taggers tag most runners out
     dict(num_taggers=10, num_runners=60, episode_length=15, use_full_observation=False, num_other_agents_observed=32,
          tagging_distance=0.6, grid_length=5.0, seed=9),
-    # staged plain scan (grid off), maximal K
-    dict(num_taggers=5, num_runners=75, episode_length=15, use_full_observation=False, num_other_agents_observed=32,
-         tagging_distance=0.08, neighbor_grid=False, seed=5),
-    # full observation, unstaged
-    dict(num_taggers=4, num_runners=20, episode_length=15, tagging_distance=0.1, stage_in_shared=False, seed=6),
+    # a scan with the largest K, just below the grid's threshold
+    dict(num_taggers=5, num_runners=58, episode_length=15, use_full_observation=False, num_other_agents_observed=32,
+         tagging_distance=0.08, seed=5),
+    # full observation, more agents
+    dict(num_taggers=4, num_runners=20, episode_length=15, tagging_distance=0.1, seed=6),
 ]
 
 
@@ -110,22 +107,34 @@ def _config_id(config: dict) -> str:
 
 
 @pytest.mark.parametrize("config", CONSISTENCY_CONFIGS, ids=_config_id)
-def test_kernel_matches_reference(config):
-    reports = check(TagContinuous, configs=[config], num_envs=4, num_episodes=2, backend="cpu", seed=7,
+def test_kernel_matches_reference(config, env_backend):
+    reports = check(TagContinuous, configs=[config], num_envs=4, num_episodes=2, backend=env_backend, seed=7,
                     reset_pool_size=16)
     report = reports[0]
     assert report.steps == 2 * config["episode_length"]
     assert report.terminated + report.truncated >= 4  # every env ended at least once
 
 
-def test_kernel_matches_reference_with_more_agents_than_a_gpu_block():
-    """On the cpu executor an env is one block of any size (here 1100 threads)."""
-    for staged in (True, False):
-        config = dict(num_taggers=20, num_runners=1080, episode_length=3, use_full_observation=False,
-                      num_other_agents_observed=5, tagging_distance=0.02, seed=8, stage_in_shared=staged)
-        report = check(TagContinuous, configs=[config], num_envs=2, num_episodes=1, backend="cpu", seed=3,
-                       reset_pool_size=4)[0]
-        assert report.steps == 3 and report.truncated == 2
+@pytest.mark.parametrize("num_agents", [1000, 1100])
+def test_kernel_matches_reference_with_more_agents_than_a_gpu_block(num_agents, env_backend):
+    """More agents than the kernel's block may hold on a GPU (its registers cap it at
+    512 threads): GPU-shaped, each thread loops over two or three agents; native,
+    one host thread steps the whole env."""
+    config = dict(num_taggers=20, num_runners=num_agents - 20, episode_length=3, use_full_observation=False,
+                  num_other_agents_observed=5, tagging_distance=0.02, seed=8)
+    wrapper_check = check(TagContinuous, configs=[config], num_envs=2, num_episodes=1, backend=env_backend, seed=3,
+                          reset_pool_size=4)[0]
+    assert wrapper_check.steps == 3 and wrapper_check.truncated == 2
+
+
+def test_phase_geometry_follows_the_executor():
+    """The same kernel: one thread per env natively, the GPU's block GPU-shaped."""
+    config = dict(num_taggers=2, num_runners=698, use_full_observation=False, num_other_agents_observed=4)
+    native = EnvWrapper(TagContinuous, 2, backend="cpu", env_config=config, seed=0)
+    assert native._step.grid == (2, 1, 1) and native._step.block == (1, 1, 1)
+    shaped = EnvWrapper(TagContinuous, 2, backend="cpu-gpu", env_config=config, seed=0)
+    limit = shaped.function_manager.get_function("TagContinuousStep").resources.max_threads_per_block
+    assert shaped._step.grid == (2, 1, 1) and shaped._step.block == (min(700, limit), 1, 1)
 
 
 def test_tags_actually_happen_in_the_consistency_configs():
@@ -172,7 +181,7 @@ OBSERVATION_MODES = {
 
 @pytest.mark.parametrize("observation", sorted(OBSERVATION_MODES))
 @pytest.mark.parametrize("tag_reward", [1.0, 0.25])
-def test_every_runner_tagged_in_the_same_step_counts(tag_reward, observation, backend_name):
+def test_every_runner_tagged_in_the_same_step_counts(tag_reward, observation, env_backend):
     """One tagger surrounded by 40 runners within the tagging distance: the tagger
     earns 40 tag rewards and the runner count drops by 40 (the original's
     non-atomic += lost most of them)."""
@@ -180,7 +189,7 @@ def test_every_runner_tagged_in_the_same_step_counts(tag_reward, observation, ba
     angles = np.arange(inside) * (2 * np.pi / inside)
     xs = np.concatenate([[5.0], 5.0 + 0.05 * np.cos(angles), np.linspace(1.0, 9.0, outside)])
     ys = np.concatenate([[5.0], 5.0 + 0.05 * np.sin(angles), np.full(outside, 1.0)])
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 1, num_envs=3, tagging_distance=0.01,
+    wrapper = fixed_env_wrapper(env_backend, xs, ys, 1, num_envs=3, tagging_distance=0.01,
                                 tag_reward_for_tagger=tag_reward, **OBSERVATION_MODES[observation])
     before = host_state(wrapper)
     out = step_no_op(wrapper)
@@ -195,12 +204,12 @@ def test_every_runner_tagged_in_the_same_step_counts(tag_reward, observation, ba
     assert np.array_equal(expected["num_runners"], out["num_runners"])
 
 
-def test_tagging_every_runner_at_once_terminates(backend_name):
+def test_tagging_every_runner_at_once_terminates(env_backend):
     inside = 30
     angles = np.arange(inside) * (2 * np.pi / inside)
     xs = np.concatenate([[5.0, 2.0], 5.0 + 0.05 * np.cos(angles)])
     ys = np.concatenate([[5.0, 2.0], 5.0 + 0.05 * np.sin(angles)])
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 2, num_envs=2, tagging_distance=0.01)
+    wrapper = fixed_env_wrapper(env_backend, xs, ys, 2, num_envs=2, tagging_distance=0.01)
     out = step_no_op(wrapper)
     assert (out["rewards"][:, 0] == inside).all() and (out["rewards"][:, 1] == 0).all()
     assert (out["num_runners"] == 0).all()
@@ -208,11 +217,11 @@ def test_tagging_every_runner_at_once_terminates(backend_name):
 
 
 @pytest.mark.parametrize("observation", sorted(OBSERVATION_MODES))
-def test_nearest_tagger_ties_go_to_the_smaller_id(observation, backend_name):
+def test_nearest_tagger_ties_go_to_the_smaller_id(observation, env_backend):
     # Runner 2 sits exactly halfway between taggers 0 and 1 (differences exact in float).
     xs = [5.0625, 4.9375, 5.0, 1.0]
     ys = [5.0, 5.0, 5.0, 1.0]
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 2, tagging_distance=0.01, **OBSERVATION_MODES[observation])
+    wrapper = fixed_env_wrapper(env_backend, xs, ys, 2, tagging_distance=0.01, **OBSERVATION_MODES[observation])
     out = step_no_op(wrapper)
     assert (out["rewards"][:, 0] == 1.0).all() and (out["rewards"][:, 1] == 0.0).all()
     assert (out["rewards"][:, 2] == -1.0).all()
@@ -228,17 +237,11 @@ def _tie_layout(n: int):
     return xs, ys
 
 
-@pytest.mark.parametrize("n, options", [
-    (12, {}),                                 # staged plain scan
-    (12, {"stage_in_shared": False}),         # unstaged scan
-    (90, {}),                                 # grid search
-    (90, {"neighbor_grid": False}),
-    (90, {"stage_in_shared": False}),
-])
-def test_neighbour_ties_go_to_the_smaller_id(n, options, backend_name):
+@pytest.mark.parametrize("n", [12, 90])  # a scan; the neighbour grid
+def test_neighbour_ties_go_to_the_smaller_id(n, env_backend):
     xs, ys = _tie_layout(n)
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 1, use_full_observation=False, num_other_agents_observed=3,
-                                tagging_distance=0.0, **options)
+    wrapper = fixed_env_wrapper(env_backend, xs, ys, 1, use_full_observation=False, num_other_agents_observed=3,
+                                tagging_distance=0.0)
     before = host_state(wrapper)
     out = step_no_op(wrapper)
     obs = out["observations"][:, 5]
@@ -249,40 +252,40 @@ def test_neighbour_ties_go_to_the_smaller_id(n, options, backend_name):
     assert np.array_equal(reference_after_no_op(wrapper, before)["observations"], out["observations"])
 
 
-def test_end_of_game_reward_goes_only_to_runners_still_in_the_game(backend_name):
+def test_end_of_game_reward_goes_only_to_runners_still_in_the_game(env_backend):
     """At t == episode_length a runner tagged out on that very step gets the tag
     penalty and no end-of-game reward; an untagged runner gets the reward."""
     xs, ys = [5.0, 5.05, 1.0], [5.0, 5.0, 1.0]
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 1, episode_length=1, tagging_distance=0.01,
+    wrapper = fixed_env_wrapper(env_backend, xs, ys, 1, episode_length=1, tagging_distance=0.01,
                                 end_of_game_reward_for_runner=2.0)
     out = step_no_op(wrapper)
     assert np.array_equal(out["rewards"], np.tile(np.float32([1.0, -1.0, 2.0]), (2, 1)))
     assert (out["_done_"] == 2).all()  # truncated: a runner is left
 
 
-def test_end_of_game_reward_when_runners_stay_in_the_game(backend_name):
+def test_end_of_game_reward_when_runners_stay_in_the_game(env_backend):
     xs, ys = [5.0, 5.05, 1.0], [5.0, 5.0, 1.0]
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 1, episode_length=1, tagging_distance=0.01,
+    wrapper = fixed_env_wrapper(env_backend, xs, ys, 1, episode_length=1, tagging_distance=0.01,
                                 end_of_game_reward_for_runner=2.0, runner_exits_game_after_tagged=False)
     out = step_no_op(wrapper)
     assert np.array_equal(out["rewards"], np.tile(np.float32([1.0, 1.0, 2.0]), (2, 1)))  # -1 + 2 for the tagged one
     assert (out["_done_"] == 2).all()
 
 
-def test_last_runner_tagged_on_the_last_step_terminates(backend_name):
+def test_last_runner_tagged_on_the_last_step_terminates(env_backend):
     xs, ys = [5.0, 5.05], [5.0, 5.0]
-    wrapper = fixed_env_wrapper(backend_name, xs, ys, 1, episode_length=1, tagging_distance=0.01)
+    wrapper = fixed_env_wrapper(env_backend, xs, ys, 1, episode_length=1, tagging_distance=0.01)
     out = step_no_op(wrapper)
     assert np.array_equal(out["rewards"], np.tile(np.float32([1.0, -1.0]), (2, 1)))
     assert (out["_done_"] == 1).all()  # terminated wins over truncated
 
 
-def test_observation_of_agents_out_of_the_game(backend_name):
+def test_observation_of_agents_out_of_the_game(env_backend):
     """Partial: an observer out of the game sees zeros; full: zero deltas and time,
     but the others' types and flags."""
     xs, ys = [5.0, 5.05, 1.0, 9.0], [5.0, 5.0, 1.0, 9.0]
     for full in (True, False):
-        wrapper = fixed_env_wrapper(backend_name, xs, ys, 1, episode_length=5, tagging_distance=0.01,
+        wrapper = fixed_env_wrapper(env_backend, xs, ys, 1, episode_length=5, tagging_distance=0.01,
                                     use_full_observation=full, num_other_agents_observed=2)
         step_no_op(wrapper)  # runner 1 is tagged out
         obs = step_no_op(wrapper)["observations"][0]
@@ -387,16 +390,15 @@ def test_invalid_configurations_are_refused():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("config", [CONSISTENCY_CONFIGS[0], CONSISTENCY_CONFIGS[3], CONSISTENCY_CONFIGS[5]],
-                         ids=["full", "partial-120", "partial-80-k32"])
+@pytest.mark.parametrize("config", [CONSISTENCY_CONFIGS[0], CONSISTENCY_CONFIGS[3], CONSISTENCY_CONFIGS[4]],
+                         ids=["full", "partial-120", "partial-70-k32"])
 def test_kernel_matches_reference_on_the_gpu(config):
     check(TagContinuous, configs=[config], num_envs=4, num_episodes=2, backend="pycuda", seed=7, reset_pool_size=16)
 
 
 @pytest.mark.gpu
-def test_env_spanning_several_blocks_on_the_gpu():
-    """1101 agents need two blocks per env (551 threads each, one past the last
-    agent): the cooperative grid barrier and the guards must hold."""
+def test_env_larger_than_the_kernels_block_on_the_gpu():
+    """1101 agents in one block of at most the kernel's own limit: threads loop over agents."""
     config = dict(num_taggers=21, num_runners=1080, episode_length=4, use_full_observation=False,
                   num_other_agents_observed=5, tagging_distance=0.05, seed=8)
     report = check(TagContinuous, configs=[config], num_envs=3, num_episodes=2, backend="pycuda", seed=3,

@@ -28,9 +28,11 @@ Differences from the original, and why (see ``tag_continuous.cu``):
 * a runner tagged out on the last step gets no end-of-game reward (the original
   GPU and CPU versions disagreed);
 * no O(N^2) neighbour scratch arrays: the kernel keeps the K nearest on the
-  fly in a per-thread list, so ``num_other_agents_observed`` is at most
-  ``MAX_NEIGHBORS`` (32); on the cpu executor large envs search a grid of
-  cells instead of every agent (same result);
+  fly in a small list, so ``num_other_agents_observed`` is at most
+  ``MAX_NEIGHBORS`` (32); envs of many agents search a grid of cells
+  (``warp_drive/neighbors.h``) instead of every agent (same result);
+* ``tagged_by`` records, for each runner, the tagger that tagged it this step
+  (-1: none);
 * by default every reset draws a new start state (positions uniform in the
   square, directions among the four axes) from a pool, with its matching
   observations; ``random_starts=False`` keeps one start state drawn once, as
@@ -51,7 +53,8 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, TRUNCATED, Environment
+from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment
+from warp_drive.neighbors import MAX_NEIGHBORS, grid_scratch
 from warp_drive.portable_math import sincos32
 
 F32 = np.float32
@@ -75,16 +78,13 @@ class TagContinuous(Environment):
     * ``random_starts`` (True): a new random start state at every reset;
     * ``pool_max_bytes``: cap on a reset pool's size; the observations make a
       pool row ``N * obs_size`` floats, so large envs get fewer pool rows than
-      the wrapper's ``reset_pool_size``;
-    * ``stage_in_shared`` (True) and ``neighbor_grid`` (True): kernel strategies
-      (stage positions in shared memory; grid neighbour search on the cpu
-      executor). They change speed, never results; the tests switch them off to
-      check every path.
+      the wrapper's ``reset_pool_size``.
     """
 
     name = "TagContinuous"
     cuda_source = "tag_continuous.cu"
     step_kernel = "TagContinuousStep"
+    thread_layout = AGENT_PHASES  # phases over agents: any number of threads per env
     step_args = (
         "loc_x", "loc_y", "speed", "direction", "acceleration",
         "agent_types", "tagger_ids", "num_taggers",
@@ -95,27 +95,19 @@ class TagContinuous(Environment):
         "sampled_actions", "rewards", "step_rewards",
         "num_runners", "distance_margin_for_reward", "tag_reward_for_tagger", "tag_penalty_for_runner",
         "end_of_game_reward_for_runner", "position_scale", "speed_scale", "direction_scale",
-        "stage_in_shared", "grid_side", "_done_", "_timestep_", "n_agents", "episode_length",
+        "tagged_by", "neighbor_grid", "_done_", "_timestep_", "n_agents", "episode_length",
     )
+    # The neighbour grid's scratch: rebuilt every step, its order may vary between GPU runs.
+    consistency_skip = ("neighbor_grid",)
     # The reference reproduces the kernel's float32 operations one by one
     # (wd_sincosf included), so kernel and reference agree bit for bit.
     consistency_atol = 0.0
     consistency_rtol = 0.0
 
-    MAX_NEIGHBORS = 32  # TAG_MAX_NEIGHBORS in tag_continuous.cu
+    MAX_NEIGHBORS = MAX_NEIGHBORS  # WD_MAX_NEIGHBORS in <warp_drive/neighbors.h>
     # Reset pools hold observations, (P, N, obs_dim) floats: P is capped so a
     # pool stays below this many bytes (large envs get fewer distinct starts).
     DEFAULT_POOL_MAX_BYTES = 64 * 1024 * 1024
-    GRID_MIN_AGENTS = 64
-    # Agents per cell of the kernel's neighbour grid, per neighbour observed
-    # (at least GRID_MIN_OCCUPANCY). The search reads the cells that meet a
-    # square around the observer sized for about 1.6k agents (see
-    # tag_grid_search), so small cells make the block hug that square; 0.3k
-    # per cell was fastest at K=10 (0.1k to 0.45k are within a few percent).
-    GRID_OCCUPANCY_PER_NEIGHBOR = 0.3
-    GRID_MIN_OCCUPANCY = 0.5
-    # The largest side with at most TAG_GRID_MAX_CELLS (2048 in the .cu) cells.
-    GRID_MAX_SIDE = 45
 
     def __init__(
         self,
@@ -148,8 +140,6 @@ class TagContinuous(Environment):
         runner_exits_game_after_tagged: bool = True,
         random_starts: bool = True,
         pool_max_bytes: int = DEFAULT_POOL_MAX_BYTES,
-        stage_in_shared: bool = True,
-        neighbor_grid: bool = True,
     ):
         def require(condition, message):
             if not condition:
@@ -193,8 +183,6 @@ class TagContinuous(Environment):
         self.runner_exits_game_after_tagged = bool(runner_exits_game_after_tagged)
         self.random_starts = bool(random_starts)
         self.pool_max_bytes = int(pool_max_bytes)
-        self.stage_in_shared = bool(stage_in_shared)
-        self.neighbor_grid = bool(neighbor_grid)
         # Normalisers, rounded once to float32 so that the kernel and the
         # reference divide by the very same numbers.
         self.position_scale = F32(np.sqrt(2.0) * float(self.grid_length))
@@ -256,20 +244,6 @@ class TagContinuous(Environment):
         return choices[rng.integers(0, 4, size=(count, self.num_agents))]
 
     @property
-    def grid_side(self) -> int:
-        """Cells per side of the kernel's neighbour grid (0: scan every agent).
-
-        About ``GRID_OCCUPANCY_PER_NEIGHBOR * K`` agents per cell; only for
-        partial observation of at least GRID_MIN_AGENTS agents (below that a
-        plain scan is as fast). The kernel uses it where it helps (see
-        TAG_GRID_MAX_CELLS in the .cu); the result never depends on it.
-        """
-        if self.use_full_observation or not self.neighbor_grid or self.num_agents < self.GRID_MIN_AGENTS:
-            return 0
-        occupancy = max(self.GRID_MIN_OCCUPANCY, self.GRID_OCCUPANCY_PER_NEIGHBOR * self.num_other_agents_observed)
-        return min(self.GRID_MAX_SIDE, max(1, int(np.sqrt(self.num_agents / occupancy))))
-
-    @property
     def observation_size(self) -> int:
         observed = self.num_agents - 1 if self.use_full_observation else self.num_other_agents_observed
         return NUM_FEATURES * observed + 1
@@ -316,6 +290,9 @@ class TagContinuous(Environment):
         obs = self._start_observations(x[:1], y[:1], d[:1])
         feed.add_data("observations", per_env(obs[0]), save_copy_and_apply_at_reset=not self._has_pools())
         feed.add_data("sampled_actions", np.zeros((e, n, 2), np.int32))
+        feed.add_data("tagged_by", np.full((e, n), -1, np.int32), save_copy_and_apply_at_reset=True)
+        k = 0 if self.use_full_observation else self.num_other_agents_observed
+        feed.add_data("neighbor_grid", grid_scratch(e, n, k))
         feed.add_data("rewards", zeros.copy())
         # Constant tables (no env dimension).
         feed.add_data("agent_types", self.agent_types)
@@ -339,8 +316,6 @@ class TagContinuous(Environment):
         feed.add_data("position_scale", self.position_scale)
         feed.add_data("speed_scale", self.speed_scale)
         feed.add_data("direction_scale", self.direction_scale)
-        feed.add_data("stage_in_shared", int(self.stage_in_shared))
-        feed.add_data("grid_side", self.grid_side)
         return feed
 
     def _has_pools(self) -> bool:
@@ -517,6 +492,7 @@ class TagContinuous(Environment):
         arrays["still_in_the_game"][...] = still
         arrays["observations"][...] = observations
         arrays["rewards"][...] = reward
+        arrays["tagged_by"][...] = np.where(tagged, nearest, -1)
         timestep[...] = t
         done = arrays["_done_"]
         done[terminated] = TERMINATED
