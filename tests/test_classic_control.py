@@ -130,10 +130,10 @@ def test_declaration(name):
 
 
 @pytest.mark.parametrize("name", ENVS)
-def test_consistency_checker(name):
+def test_consistency_checker(name, env_backend):
     """Two configurations, two episode lengths each, fresh random actions every step."""
     reports = check(ENVS[name], configs=[{}, SECOND_CONFIG[name]], num_envs=3, num_episodes=2,
-                    backend="cpu", seed=0)
+                    backend=env_backend, seed=0)
     assert [r.steps for r in reports] == [2 * DEFAULT_EPISODE_LENGTHS[name], 80]
     assert all(r.terminated + r.truncated > 0 for r in reports)  # resets were checked too
     if name not in ("Acrobot", "Pendulum"):  # random actions do not lift the Acrobot in 40 steps

@@ -82,10 +82,10 @@ def test_same_seed_same_starts_other_seed_other_starts():
     assert all(not np.array_equal(a[i], a[i + 1]) for i in range(3))
 
 
-def test_checker_passes_dummy_env_in_several_configurations():
+def test_checker_passes_dummy_env_in_several_configurations(env_backend):
     reports = check(DummyEnv, [{}, {"random_starts": False, "num_agents": 1},
                                {"num_agents": 40, "step_size": 1.0, "target": 0.0, "tolerance": 0.6}],
-                    num_envs=4, num_episodes=2)
+                    num_envs=4, num_episodes=2, backend=env_backend)
     assert [r.steps for r in reports] == [40, 40, 40]
     assert sum(r.terminated for r in reports) > 0 and sum(r.truncated for r in reports) > 0
     assert {"values", "observations", "rewards", "_done_", "_timestep_"} <= set(reports[0].arrays)

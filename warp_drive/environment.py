@@ -14,7 +14,12 @@ An environment declares
   info, and the reserved ``_done_``, ``_timestep_``, ``n_agents``,
   ``episode_length``);
 * a NumPy reference of the step working on the very same named arrays, which the
-  consistency checker runs beside the kernel.
+  consistency checker runs beside the kernel;
+* how the kernel maps agents onto threads (``thread_layout``): ``AGENT_PHASES``
+  (recommended: the step loops over agents with ``WD_FOR_EACH_AGENT``, so the
+  executor chooses the threads and any number of agents fits one block),
+  ``THREADS_PER_AGENT`` (the classic thread = agent; the default) or
+  ``THREADS_PER_ENV`` (one thread per replica, for single-agent envs).
 
 The kernel never resets an environment: resets are the framework's (twins and
 pools, ``warp_drive/reset.py``). ``_done_`` is 1 when an episode terminated and

@@ -12,7 +12,10 @@ Build modes (``WARP_DRIVE_CPU_MODE``, or ``CpuBackend(mode=...)``):
 * ``debug``: ``-O0 -g`` and a single worker thread, for stepping through an env
   kernel with gdb;
 * ``asan``: AddressSanitizer (run Python with
-  ``LD_PRELOAD=$(g++ -print-file-name=libasan.so)``).
+  ``LD_PRELOAD=$(g++ -print-file-name=libasan.so)``);
+* ``coverage``: gcov line counts (``--coverage``), written next to the build
+  products when the process exits; ``tests/test_kernel_coverage.py`` uses them
+  to check that every line of every shipped kernel runs in some CPU test.
 
 Results never depend on the machine: ``-ffp-contract=off`` and no fast-math.
 
@@ -71,6 +74,7 @@ MODES = {
     "release": ["-O2", "-g"],
     "debug": ["-O0", "-g"],
     "asan": ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"],
+    "coverage": ["-O0", "-g", "--coverage", "-fprofile-update=atomic"],
 }
 # -fno-semantic-interposition + -Bsymbolic: a kernel library's own functions
 # bind to themselves, so kernels inline into the thread loops below.
