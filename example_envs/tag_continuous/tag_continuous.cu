@@ -292,7 +292,7 @@ extern "C" __global__ void TagContinuousStep(
   e.episode_length = episode_length;
   e.t = timestep[env] + 1;
   e.time_feature = wd_fdiv_rn((float)e.t, (float)episode_length);
-  const WdGrid grid = wd_grid_view(neighbor_grid, env, n, e.k, grid_length);
+  WdGrid grid = wd_grid_view(neighbor_grid, env, n, e.k, grid_length);
 
   // ------------------------------------------------------------ 1. move
   WD_FOR_EACH_AGENT(a, n) tag_move(e, a);

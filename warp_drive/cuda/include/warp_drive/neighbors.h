@@ -139,6 +139,7 @@ struct WdGrid {
   int cells;
   float cell;      // a cell's side length
   float inv_cell;  // cells per unit length
+  float search_r;  // the half-width a search starts from (set by wd_grid_build)
   int k;
   int* cell_start;  // cells + 2
   int* entry_agent;
@@ -177,6 +178,7 @@ __device__ __forceinline__ WdGrid wd_grid_view(int* scratch, int env, int n, int
   g.k = k;
   g.cell = g.side > 0 ? wd_fdiv_rn(length, (float)g.side) : 0.0f;
   g.inv_cell = g.side > 0 ? wd_fdiv_rn((float)g.side, length) : 0.0f;
+  g.search_r = 0.0f;
   const int padded = n + WD_GRID_RANK_LANES;
   int* p = g.side > 0 ? scratch + (size_t)env * wd_grid_scratch_words(n) : scratch;
   g.cell_start = p;
@@ -220,7 +222,7 @@ __device__ __forceinline__ int wd_grid_increment(int* counter) {
 // Every thread of the env calls it (it holds barriers); afterwards the grid is
 // read-only until the next build. Entry order inside a cell may differ
 // between runs on a GPU (atomics); the search's results do not depend on it.
-__device__ __forceinline__ void wd_grid_build(const WdGrid& g, const float* x, const float* y, const int* in_game,
+__device__ __forceinline__ void wd_grid_build(WdGrid& g, const float* x, const float* y, const int* in_game,
                                               int n) {
   if (g.side == 0) return;  // the same for every thread
   // Counts of cell c go to cell_start[c + 2]; after the prefix sum
@@ -247,6 +249,12 @@ __device__ __forceinline__ void wd_grid_build(const WdGrid& g, const float* x, c
     g.entry_of[a] = i;
   }
   wd_sync_env();
+  // Searches start from a disc that holds about WD_GRID_SEARCH_AREA_PER_NEIGHBOR * k
+  // agents at the mean density of the binned agents.
+  const int binned = g.cell_start[g.cells];
+  const float length = g.cell * (float)g.side;
+  g.search_r = sqrtf(WD_GRID_SEARCH_AREA_PER_NEIGHBOR * (float)g.k * length * length /
+                     (3.14159265f * (float)(binned > 0 ? binned : 1)));
 }
 
 // A distance's slice of [0, bound2] (scale = WD_GRID_SORT_SLICES / bound2, or
@@ -331,23 +339,19 @@ __device__ __forceinline__ void wd_grid_select_smallest(const WdGrid& g, int m, 
 // than every cell outside that block ("certainly": a margin of a thousandth of
 // a cell on the distance, 2^-10 relative on its square, far above float
 // rounding); with at least k kept, the k nearest of those are the k nearest
-// of all; otherwise, unless the block covers the grid, r grows. r starts
-// where a disc holds about WD_GRID_SEARCH_AREA_PER_NEIGHBOR * k agents at the
-// env's mean density, so the first block usually suffices.
+// of all; otherwise, unless the block covers the grid, r grows. r starts at
+// grid.search_r, where the first block usually suffices.
 __device__ __forceinline__ void wd_grid_nearest(const WdGrid& g, WdNearest& nearest, int self, float x, float y) {
   const int side = g.side, k = g.k;
   const float cell = g.cell, inv_cell = g.inv_cell;
   const float slack = cell * 0.0009765625f;
   const float grid_length = cell * (float)side;
-  const int binned = g.cell_start[g.cells];
   const bool batched = wd_threads_per_env() == 1;  // the scratch is this thread's alone
   // Batched, the observer's own entry reads as infinitely far while it
   // searches, so no candidate needs an id test.
   const int own = g.entry_of[self];
   if (batched && own >= 0) g.entry_x[own] = INFINITY;
-  float r = sqrtf(WD_GRID_SEARCH_AREA_PER_NEIGHBOR * (float)k * grid_length * grid_length /
-                  (3.14159265f * (float)(binned > 0 ? binned : 1)));
-  for (;; r *= 1.41421356f) {
+  for (float r = g.search_r;; r *= 1.41421356f) {
     if (r > grid_length) r = grid_length;  // the block covers the grid (and cell coordinates stay small)
     const int x0 = wd_grid_coordinate(x - r, inv_cell, side), x1 = wd_grid_coordinate(x + r, inv_cell, side);
     const int y0 = wd_grid_coordinate(y - r, inv_cell, side), y1 = wd_grid_coordinate(y + r, inv_cell, side);
