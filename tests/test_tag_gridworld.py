@@ -1,9 +1,13 @@
 """TagGridWorld: hand-computed golden episodes, kernel-vs-reference consistency,
-random starts, and a wrapper that needs no host-uploaded constant table.
+the nearest-tagger search across threads, random starts, and a wrapper that
+needs no host-uploaded constant table.
 
-The golden episodes are run twice, through the CUDA C kernel (EnvWrapper on the
-cpu executor) and through ``reference_step``, and both must reproduce the
-values written out by hand below.
+The golden episodes are run through the CUDA C kernel (EnvWrapper on the cpu
+executor, native and GPU-shaped) and through ``reference_step``, and every side
+must reproduce the values written out by hand below. The kernel is written as
+phases over agents, so it must give the same bits with one thread per env
+(native ``cpu``) as with one thread per agent, or fewer threads than agents
+(``cpu-gpu`` past 1024 agents).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from gymnasium import spaces
 from example_envs.tag_gridworld.tag_gridworld import TagGridWorld
 from warp_drive.consistency import ConsistencyError, check
 from warp_drive.env_wrapper import EnvWrapper
+from warp_drive.environment import AGENT_PHASES
 from warp_drive.registry import get_env_class
 
 f32 = np.float32
@@ -117,10 +122,14 @@ def run_reference(config: dict, actions_per_step: list, num_envs: int = 1) -> li
 
 RUNNERS = {
     "kernel": run_kernel,
+    "kernel_cpu_gpu": lambda *args, **kwargs: run_kernel(*args, **kwargs, backend="cpu-gpu"),
     "kernel_gpu": lambda *args, **kwargs: run_kernel(*args, **kwargs, backend="pycuda"),
     "reference": run_reference,
 }
-SIDES = ["kernel", pytest.param("kernel_gpu", marks=pytest.mark.gpu), "reference"]
+SIDES = ["kernel", "kernel_cpu_gpu", pytest.param("kernel_gpu", marks=pytest.mark.gpu), "reference"]
+# Executors of the kernel: the cpu one in both shapes (one thread per env; the
+# GPU's block of one thread per agent up to the kernel's limit) and a real GPU.
+EXECUTORS = ["cpu", "cpu-gpu", pytest.param("pycuda", marks=pytest.mark.gpu)]
 
 
 # ------------------------------------------------------------------ golden episodes
@@ -219,10 +228,11 @@ CONSISTENCY_CONFIGS = [
 ]
 
 
-def test_kernel_matches_reference(backend_name):
+@pytest.mark.parametrize("backend", EXECUTORS)
+def test_kernel_matches_reference(backend):
     """Random actions every step, several configs, >= 2 episodes each, exact agreement
     (also checks that resets restore twins or one common pool row)."""
-    reports = check(TagGridWorld, CONSISTENCY_CONFIGS, num_envs=4, num_episodes=2, backend=backend_name, seed=0)
+    reports = check(TagGridWorld, CONSISTENCY_CONFIGS, num_envs=4, num_episodes=2, backend=backend, seed=0)
     assert len(reports) == len(CONSISTENCY_CONFIGS)
     for report in reports:
         assert report.steps == 2 * TagGridWorld(**report.config).episode_length
@@ -230,6 +240,94 @@ def test_kernel_matches_reference(backend_name):
     # The runs did end episodes both ways somewhere, so both done codes were compared.
     assert sum(r.terminated for r in reports) > 0
     assert sum(r.truncated for r in reports) > 0
+
+
+# Many agents: 1000 fit one GPU-shaped block of one thread per agent; 1100 do not,
+# so there threads 0..75 each run two agents (i and i + 1024). Small grids make
+# ties for the nearest tagger, and tags, common.
+LARGE_CONFIGS = [
+    dict(num_taggers=999, grid_length=40, episode_length=4, use_full_observation=False, random_starts=True),
+    dict(num_taggers=1099, grid_length=12, episode_length=3, use_full_observation=False, random_starts=True),
+    dict(num_taggers=1099, grid_length=30, episode_length=2),
+]
+
+
+@pytest.mark.parametrize("backend", EXECUTORS)
+def test_kernel_matches_reference_with_many_agents(backend):
+    reports = check(TagGridWorld, LARGE_CONFIGS, num_envs=2, num_episodes=1, backend=backend, seed=5,
+                    reset_pool_size=8)
+    assert [r.steps for r in reports] == [c["episode_length"] for c in LARGE_CONFIGS]
+    assert sum(r.terminated for r in reports) > 0
+
+
+def _one_step_on_fixed_cells(backend, cells, actions, grid_length=20):
+    """One step of one env whose agents start on ``cells`` [(x, y), ...] (the
+    runner last) and take ``actions``; returns the wrapper after the step."""
+    xs, ys = zip(*cells)
+    config = dict(num_taggers=len(cells) - 1, grid_length=grid_length, episode_length=5,
+                  use_full_observation=False, starting_location_x=list(xs), starting_location_y=list(ys))
+    wrapper = EnvWrapper(TagGridWorld, 1, backend=backend, seed=0, env_config=config)
+    wrapper.actions.copy_(torch.tensor([actions], dtype=torch.int32))
+    wrapper.step_all_envs()
+    return wrapper
+
+
+def _threads_per_env(wrapper):
+    _, block, _ = wrapper.function_manager.env_geometry(TagGridWorld.step_kernel, AGENT_PHASES)
+    return block[0]
+
+
+@pytest.mark.parametrize("backend", EXECUTORS)
+@pytest.mark.parametrize("num_agents, near", [
+    (5, [3, 1]),  # one thread per agent on a GPU: the winner is neither thread 0's nor the last one's
+    (1100, [1030, 7]),  # 1030 runs in thread 6, before agent 7's thread: the lower id still wins
+    (1100, [1050, 1025, 1098]),  # each the second agent of its thread (26, 1, 74): 1025 wins
+], ids=["5_agents", "1100_agents_second_agent_vs_first", "1100_agents_second_agents"])
+def test_nearest_tagger_ties_go_to_the_lowest_id_across_threads(backend, num_agents, near):
+    """Taggers ``near`` stand at the same distance from the runner, nearer than
+    every other tagger; whichever threads hold them, the runner observes the
+    lowest id. Each tie is at a different cell, so the observation tells which won."""
+    runner = (10, 10)
+    around = [(10, 12), (8, 10), (12, 10), (10, 8)]  # squared distance 4 each
+    cells = [(0, 0)] * (num_agents - 1) + [runner]  # far taggers: squared distance 200
+    for tagger, cell in zip(near, around):
+        cells[tagger] = cell
+    wrapper = _one_step_on_fixed_cells(backend, cells, [STAY] * num_agents)
+    winner = cells[min(near)]
+    obs = wrapper.data_manager.pull_data_from_device("observations")[0, -1]
+    np.testing.assert_array_equal(obs[:4], np.array([10, 10, *winner], f32) / f32(20))
+    assert int(wrapper.data_manager.pull_data_from_device("_done_")[0]) == 0
+    if backend == "cpu-gpu":  # the GPU's shape: one thread per agent up to 1024
+        assert _threads_per_env(wrapper) == min(num_agents, 1024)
+    elif backend == "cpu":  # one thread per env runs every agent
+        assert _threads_per_env(wrapper) == 1
+
+
+@pytest.mark.parametrize("backend", EXECUTORS)
+def test_nearest_tagger_on_the_largest_grid(backend):
+    """At L = MAX_GRID_LENGTH squared distances are exact integers: tagger 1
+    (L^2) beats tagger 0 (L^2 + 1, the same float32) and tagger 2 in the far
+    corner (2 L^2 >= 2^31, negative as a signed 32-bit int)."""
+    L = 46340
+    wrapper = _one_step_on_fixed_cells(backend, [(0, L - 1), (0, L), (0, 0), (L, L)], [STAY] * 4, grid_length=L)
+    obs = wrapper.data_manager.pull_data_from_device("observations")[0, -1]
+    np.testing.assert_array_equal(obs[:4], [1, 1, 0, 1])
+
+
+@pytest.mark.parametrize("backend", EXECUTORS)
+def test_a_tag_by_a_threads_second_agent_counts(backend):
+    """1100 agents: tagger 1050 (the second agent of its GPU-shaped thread) steps
+    onto the runner's cell; everyone learns of the tag."""
+    cells = [(0, 0)] * 1099 + [(10, 10)]
+    cells[1050] = (9, 10)
+    actions = [STAY] * 1100
+    actions[1050] = EAST
+    wrapper = _one_step_on_fixed_cells(backend, cells, actions)
+    dm = wrapper.data_manager
+    assert int(dm.pull_data_from_device("_done_")[0]) == 1
+    np.testing.assert_array_equal(dm.pull_data_from_device("rewards")[0], [TAG_REWARD] * 1099 + [-TAG_PENALTY])
+    assert dm.pull_data_from_device("loc_x")[0, 1050] == 10
+    np.testing.assert_array_equal(dm.pull_data_from_device("observations")[0, -1, :4], [0.5, 0.5, 0.5, 0.5])
 
 
 def test_checker_catches_a_wrong_reference():
@@ -385,9 +483,11 @@ def test_spaces_groups_and_data_layout():
         TagGridWorld(num_taggers=1, starting_location_x=[0, 11])
     with pytest.raises(ValueError):
         TagGridWorld(wall_hit_penalty=-0.1)
-    with pytest.raises(ValueError, match="one block"):
-        TagGridWorld(num_taggers=1024)
-    assert TagGridWorld(num_taggers=1023).num_agents == 1024
+    with pytest.raises(ValueError, match="grid_length must be at most 46340"):
+        TagGridWorld(grid_length=46341)
+    assert TagGridWorld(grid_length=46340).grid_length == 46340
+    # No limit on agents: an env is one block, however many agents it has.
+    assert TagGridWorld(num_taggers=5000).num_agents == 5001
 
 
 def test_observations_stay_in_their_box_during_play():

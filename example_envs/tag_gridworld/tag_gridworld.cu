@@ -1,7 +1,7 @@
 // TagGridWorld: taggers chase one runner on an (L+1) x (L+1) grid of cells.
 //
-// One block per environment replica, one thread per agent; agents 0..N-2 are
-// taggers (type 0), agent N-1 is the runner (type 1). Per step:
+// One block per environment replica; agents 0..N-2 are taggers (type 0), agent
+// N-1 is the runner (type 1). Per step:
 //   1. the env's clock advances;
 //   2. every agent moves by its action and is clipped to [0, L] per axis,
 //      paying wall_hit_penalty for each clipped axis;
@@ -15,26 +15,33 @@
 // What differs from the original kernel, and why:
 //   * the move table is a local const array, not a __constant__ symbol the host
 //     had to upload (forgetting that silently turned every action into a no-op);
-//   * numbers of envs and agents are run-time arguments, and the runner finds
-//     its nearest tagger with a loop instead of a __shared__ array sized by a
-//     compile-time agent count;
-//   * each agent writes only its own observation row (no scattering into other
-//     agents' rows), and nearest-tagger ties go to the lowest tagger id, so the
-//     NumPy reference can reproduce the kernel exactly;
+//   * numbers of envs and agents are run-time arguments, and the step is
+//     written as phases over agents (warp_drive/agents.h), so one env may have
+//     any number of agents, however many threads run it;
+//   * each agent writes only its own rows (no scattering into other agents'
+//     rows), and nearest-tagger ties go to the lowest tagger id, so the NumPy
+//     reference can reproduce the kernel exactly;
 //   * terminated (1) and truncated (2) are told apart.
 //
-// One barrier per step. Every thread works out the runner's move itself (it is
-// a few integer operations on the runner's old cell and action), so a tagger
-// can test for a tag before any barrier; the runner stores its new cell only
-// after the barrier, when nobody reads the old one any more. The barrier is
-// __syncthreads_or over "I stand on the runner's cell": it both publishes
-// every tagger's new cell and tells every thread whether a tag happened. A
-// block-wide barrier means one env must fit in one block (N <= 1024 agents;
-// TagGridWorld refuses more, so EnvWrapper launches one block per env). The
-// clock: every thread reads it before the barrier and thread 0 stores t after.
+// How the step is laid out, and why:
+//   * every thread first computes the runner's move itself (a few integer
+//     operations on its old cell and action, alike in every thread), so in
+//     phase 1 each tagger is compared with the runner's NEW cell as it moves,
+//     with no barrier to wait for the runner;
+//   * phase 1 moves the taggers and offers this thread's nearest one as a key
+//     (squared distance above id); wd_env_min_u64 picks the env's nearest --
+//     ties to the lowest id, whichever threads held them -- and is the tag
+//     test too: a tag is a nearest distance of 0. Its barriers (the step's
+//     only ones) publish every tagger's new cell to phase 2;
+//   * the runner's row and the clock are stored only in phase 2: until the
+//     barriers other threads may still read the old values, and after them
+//     everyone uses the runner's cell it computed;
+//   * a tagger's wall penalty crosses the barriers in its reward row, not in a
+//     local: one thread may run several agents.
+//
 // All float results are single correctly rounded operations (int -> float
-// conversions, one division, additions), so the cpu executor, the GPU and the
-// NumPy reference agree bit for bit.
+// conversions, one division, additions), so every executor and the NumPy
+// reference agree bit for bit.
 #include <warp_drive/core.h>
 
 // Move (x, y) by a Discrete(5) action (stay, +x, -x, +y, -y; anything else
@@ -59,6 +66,14 @@ __device__ __forceinline__ void grid_move(int action, int boundary, float wall_h
   }
 }
 
+// Key of a tagger at (dx, dy) from the runner: squared Euclidean distance in
+// exact integers (L <= 46340 keeps 2 L^2 below 2^32) above the id, so the
+// smallest key is the nearest tagger and equal distances go to the lowest id.
+__device__ __forceinline__ unsigned long long nearest_key(int dx, int dy, int id) {
+  const unsigned int d2 = (unsigned int)dx * (unsigned int)dx + (unsigned int)dy * (unsigned int)dy;
+  return ((unsigned long long)d2 << 32) | (unsigned int)id;
+}
+
 extern "C" __global__ void TagGridWorldStep(int* __restrict__ loc_x, int* __restrict__ loc_y,
                                             const int* __restrict__ actions, const int* __restrict__ agent_types,
                                             float* __restrict__ rewards, float* __restrict__ observations,
@@ -67,39 +82,39 @@ extern "C" __global__ void TagGridWorldStep(int* __restrict__ loc_x, int* __rest
                                             int use_full_observation, int world_boundary, int* __restrict__ done,
                                             int* __restrict__ timestep, int num_agents, int episode_length) {
   const int env = wd_env_id();
-  const int agent = wd_agent_id();
   const int runner = num_agents - 1;
   const int env_offset = env * num_agents;  // first agent row of this env
-  const bool active = agent < num_agents;
-  const bool is_runner = agent == runner;
 
-  // ---- 1. clock (stored by thread 0 after the barrier)
+  // Env-wide values every thread computes alike from the old state, before
+  // anyone stores the new one: the clock and the runner's move.
   const int t = timestep[env] + 1;
-
-  // ---- 2. move and clip: the runner's move (every thread), then the agent's own
-  float runner_wall_reward = 0.0f;
+  float runner_reward = 0.0f;
   int runner_x = loc_x[env_offset + runner];
   int runner_y = loc_y[env_offset + runner];
-  grid_move(actions[env_offset + runner], world_boundary, wall_hit_penalty, &runner_x, &runner_y, &runner_wall_reward);
-  int x = runner_x, y = runner_y;
-  float reward = runner_wall_reward;
-  if (active && !is_runner) {
-    const int row = env_offset + agent;
-    x = loc_x[row];
-    y = loc_y[row];
-    reward = 0.0f;
+  grid_move(actions[env_offset + runner], world_boundary, wall_hit_penalty, &runner_x, &runner_y, &runner_reward);
+
+  // ---- phase 1: taggers move (wall penalty into the reward row) and this
+  // thread's nearest tagger to the runner's new cell
+  unsigned long long nearest = ~0ull;  // nothing to offer
+  WD_FOR_EACH_AGENT(a, runner) {
+    const int row = env_offset + a;
+    int x = loc_x[row], y = loc_y[row];
+    float reward = 0.0f;
     grid_move(actions[row], world_boundary, wall_hit_penalty, &x, &y, &reward);
     loc_x[row] = x;
     loc_y[row] = y;
+    rewards[row] = reward;
+    const unsigned long long key = nearest_key(x - runner_x, y - runner_y, a);
+    if (key < nearest) nearest = key;
   }
 
-  // ---- 3. tags: every tagger's cell is stored once the barrier is passed
-  const bool tagged = __syncthreads_or(active && !is_runner && x == runner_x && y == runner_y);
-  if (is_runner) {
-    loc_x[env_offset + runner] = runner_x;
-    loc_y[env_offset + runner] = runner_y;
-  }
-  if (threadIdx.x == 0) {
+  // ---- the env's nearest tagger; distance 0 is a tag (holds the barriers)
+  nearest = wd_env_min_u64(nearest);
+  const bool tagged = (nearest >> 32) == 0;
+  const int target = nearest == ~0ull ? runner : (int)(nearest & 0xffffffffu);
+
+  // ---- phase 2: clock, done, the runner's cell, rewards and observations
+  if (wd_env_leader()) {
     timestep[env] = t;
     if (tagged) {
       done[env] = 1;
@@ -107,57 +122,57 @@ extern "C" __global__ void TagGridWorldStep(int* __restrict__ loc_x, int* __rest
       done[env] = 2;
     }
   }
-  if (!active) return;
-  const int row = env_offset + agent;
-
-  // ---- 4. rewards
-  float bonus;
-  if (tagged) {
-    bonus = is_runner ? -tag_penalty_for_runner : tag_reward_for_tagger;
-  } else {
-    bonus = is_runner ? step_cost_for_tagger : -step_cost_for_tagger;
-  }
-  rewards[row] = wd_fadd_rn(reward, bonus);
-
-  // ---- 5. observations (the runner's cell from runner_x/y: its row may still hold the old one)
   const float length = (float)world_boundary;
   const float time_feature = wd_fdiv_rn((float)t, (float)episode_length);
-  if (use_full_observation) {
-    // [x/L for all agents, y/L for all, type for all, is_self one-hot, t/T]
-    const int obs_size = 4 * num_agents + 1;
-    float* obs = observations + (long long)row * obs_size;
-    for (int j = 0; j < num_agents; ++j) {
-      const bool j_runner = j == runner;
-      obs[j] = wd_fdiv_rn((float)(j_runner ? runner_x : loc_x[env_offset + j]), length);
-      obs[num_agents + j] = wd_fdiv_rn((float)(j_runner ? runner_y : loc_y[env_offset + j]), length);
-      obs[2 * num_agents + j] = (float)agent_types[j];
-      obs[3 * num_agents + j] = j == agent ? 1.0f : 0.0f;
-    }
-    obs[4 * num_agents] = time_feature;
-  } else {
-    // [own x/L, own y/L, target x/L, target y/L, own type, t/T]; a tagger's
-    // target is the runner, the runner's is its nearest tagger (squared
-    // Euclidean distance in exact integers; ties go to the lowest id).
-    int target_x = runner_x, target_y = runner_y;
+  WD_FOR_EACH_AGENT(a, num_agents) {
+    const int row = env_offset + a;
+    const bool is_runner = a == runner;
+    int x = runner_x, y = runner_y;
+    float reward = runner_reward;
     if (is_runner) {
-      int best = -1;
-      for (int j = 0; j < runner; ++j) {
-        const int dx = loc_x[env_offset + j] - runner_x;
-        const int dy = loc_y[env_offset + j] - runner_y;
-        const int d2 = dx * dx + dy * dy;
-        if (best < 0 || d2 < best) {
-          best = d2;
-          target_x = loc_x[env_offset + j];
-          target_y = loc_y[env_offset + j];
-        }
-      }
+      loc_x[row] = x;
+      loc_y[row] = y;
+    } else {
+      x = loc_x[row];
+      y = loc_y[row];
+      reward = rewards[row];
     }
-    float* obs = observations + (long long)row * 6;
-    obs[0] = wd_fdiv_rn((float)x, length);
-    obs[1] = wd_fdiv_rn((float)y, length);
-    obs[2] = wd_fdiv_rn((float)target_x, length);
-    obs[3] = wd_fdiv_rn((float)target_y, length);
-    obs[4] = (float)agent_types[agent];
-    obs[5] = time_feature;
+    float bonus;
+    if (tagged) {
+      bonus = is_runner ? -tag_penalty_for_runner : tag_reward_for_tagger;
+    } else {
+      bonus = is_runner ? step_cost_for_tagger : -step_cost_for_tagger;
+    }
+    rewards[row] = wd_fadd_rn(reward, bonus);
+
+    if (use_full_observation) {
+      // [x/L for all agents, y/L for all, type for all, is_self one-hot, t/T];
+      // the runner's cell from runner_x/y (its row may not be stored yet)
+      const int obs_size = 4 * num_agents + 1;
+      float* obs = observations + (long long)row * obs_size;
+      for (int j = 0; j < num_agents; ++j) {
+        const bool j_runner = j == runner;
+        obs[j] = wd_fdiv_rn((float)(j_runner ? runner_x : loc_x[env_offset + j]), length);
+        obs[num_agents + j] = wd_fdiv_rn((float)(j_runner ? runner_y : loc_y[env_offset + j]), length);
+        obs[2 * num_agents + j] = (float)agent_types[j];
+        obs[3 * num_agents + j] = j == a ? 1.0f : 0.0f;
+      }
+      obs[4 * num_agents] = time_feature;
+    } else {
+      // [own x/L, own y/L, target x/L, target y/L, own type, t/T]; a tagger's
+      // target is the runner, the runner's is its nearest tagger
+      int target_x = runner_x, target_y = runner_y;
+      if (is_runner && target != runner) {
+        target_x = loc_x[env_offset + target];
+        target_y = loc_y[env_offset + target];
+      }
+      float* obs = observations + (long long)row * 6;
+      obs[0] = wd_fdiv_rn((float)x, length);
+      obs[1] = wd_fdiv_rn((float)y, length);
+      obs[2] = wd_fdiv_rn((float)target_x, length);
+      obs[3] = wd_fdiv_rn((float)target_y, length);
+      obs[4] = (float)agent_types[a];
+      obs[5] = time_feature;
+    }
   }
 }

@@ -28,7 +28,9 @@ it in a ``__constant__`` symbol that the host had to upload, or every action
 silently became a no-op); ``random_starts=True`` gives every reset a fresh random
 start (through reset pools, with observations that match the drawn positions)
 instead of replaying one fixed snapshot; terminated and truncated episodes are
-told apart; and the NumPy reference below reproduces the kernel bit for bit.
+told apart; an env may have any number of agents (the original stopped at one
+block of threads); and the NumPy reference below reproduces the kernel bit for
+bit.
 """
 
 from __future__ import annotations
@@ -39,14 +41,15 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, TRUNCATED, Environment
+from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment
 
 TAGGER, RUNNER = 0, 1
 # Discrete(5) action -> (dx, dy); the kernel holds the same table as local constants.
 MOVES = np.array([[0, 0], [1, 0], [-1, 0], [0, 1], [0, -1]], dtype=np.int32)
 PARTIAL_OBSERVATION_SIZE = 6
-# The kernel counts tags in __shared__ memory, so one env must fit in one block.
-MAX_AGENTS = 1024
+# The kernel ranks taggers by squared distance in 32-bit unsigned integers
+# (2 L^2 < 2^32), exactly as the reference does in int64.
+MAX_GRID_LENGTH = 46340
 
 _F32 = np.float32
 
@@ -57,6 +60,9 @@ class TagGridWorld(Environment):
     name = "TagGridWorld"
     cuda_source = "tag_gridworld.cu"
     step_kernel = "TagGridWorldStep"
+    # The step is written as phases over agents (WD_FOR_EACH_AGENT), so an env
+    # may have any number of agents, however many threads run it.
+    thread_layout = AGENT_PHASES
     step_args = (
         "loc_x",
         "loc_y",
@@ -101,12 +107,12 @@ class TagGridWorld(Environment):
         accepted for WarpDrive config compatibility only: random starts come from
         the framework's reset-pool generator, seeded by the wrapper's seed."""
         self.num_taggers = _int_at_least(num_taggers, 1, "num_taggers")
-        if self.num_taggers + 1 > MAX_AGENTS:
-            raise ValueError(
-                f"num_taggers={num_taggers}: an env runs in one block of at most {MAX_AGENTS} threads "
-                f"(the tag counter is block-shared), so num_taggers must be at most {MAX_AGENTS - 1}"
-            )
         self.grid_length = _int_at_least(grid_length, 1, "grid_length")
+        if self.grid_length > MAX_GRID_LENGTH:
+            raise ValueError(
+                f"grid_length={grid_length}: the kernel compares squared distances (up to 2 L^2) in 32-bit "
+                f"integers, so grid_length must be at most {MAX_GRID_LENGTH}"
+            )
         self.episode_length = _int_at_least(episode_length, 1, "episode_length")
         self.num_agents = self.num_taggers + 1
         self.runner_id = self.num_agents - 1
