@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from benchmarks.common import machine_description, print_table, write_csv
-from warp_drive.backends import resolve_backend_name
+from warp_drive.backends import backend_class, resolve_backend_name
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build
 
@@ -40,6 +40,11 @@ WORKLOADS = [
      ["policy.runner.to_train=true"]),
 ]
 TARGET_OVERHEAD_PCT = 10.0
+
+
+def on_gpu(backend: str) -> bool:
+    """Whether the executor keeps its arrays in CUDA memory (Lightning's ``accelerator="gpu"``, GPU env counts)."""
+    return backend_class(backend).capabilities.memory == "cuda"
 
 
 def _config(name: str, num_envs: int, backend: str, iterations: int, extra: list[str]):
@@ -85,7 +90,7 @@ def lightning_iteration_seconds(config, log_every_iteration: bool) -> list[float
     module, clock = WarpDriveModule(config), BatchClock()
     with tempfile.TemporaryDirectory() as logs:
         fit = lightning.Trainer(
-            accelerator="gpu" if config.trainer.backend == "pycuda" else "cpu", devices=1, max_epochs=1,
+            accelerator="gpu" if on_gpu(config.trainer.backend) else "cpu", devices=1, max_epochs=1,
             logger=CSVLogger(logs) if log_every_iteration else False,
             log_every_n_steps=1 if log_every_iteration else 50, callbacks=[clock],
             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -117,7 +122,7 @@ def compare(name: str, num_envs: int, backend: str, iterations: int, extra: list
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smallest env counts, fewer iterations")
-    parser.add_argument("--backend", default="auto", help="cpu, pycuda or auto (pycuda with a GPU)")
+    parser.add_argument("--backend", default="auto", help="cpu, cpu-gpu, pycuda or auto (pycuda with a GPU)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per variant (default 3, quick 2)")
     args = parser.parse_args(argv)
     repeats = args.repeats or (2 if args.quick else 3)
@@ -125,7 +130,7 @@ def main(argv=None) -> list[dict]:
     iterations = 4 if args.quick else 8
     rows = []
     for label, name, cpu_counts, gpu_counts, extra in WORKLOADS:
-        counts = gpu_counts if backend == "pycuda" else cpu_counts
+        counts = gpu_counts if on_gpu(backend) else cpu_counts
         for num_envs in counts[:1] if args.quick else counts:
             rows += [{"workload": label, **row}
                      for row in compare(name, num_envs, backend, iterations, extra, repeats)]

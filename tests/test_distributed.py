@@ -82,3 +82,30 @@ def test_a_failing_worker_stops_the_run(tmp_path):
     result = launch(tmp_path, ("WARP_DRIVE_TEST_FAIL_RANK", "1"), ("WARP_DRIVE_DIST_TIMEOUT", "60"), timeout=90)
     assert result.returncode != 0
     assert "injected failure on rank 1" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("backend, collective, device", [
+    ("pycuda", "nccl", torch.device("cuda", 1)),
+])
+def test_init_takes_the_collective_backend_and_device_from_the_executors_capabilities(
+        monkeypatch, backend, collective, device):
+    """``init`` reads ``capabilities`` (no executor names): nccl and GPU ``LOCAL_RANK``
+    where arrays live in CUDA memory. Without a GPU the process group is recorded,
+    not created; the cpu executors' real gloo groups run in the tests above."""
+    from warp_drive.training import distributed
+
+    calls = []
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group",
+                        lambda pg_backend, **kwargs: calls.append(("init_process_group", pg_backend, kwargs)))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: calls.append(("set_device", index)))
+    group = distributed.init(backend)
+    assert (group.rank, group.world_size, group.local_rank, group.device) == (1, 2, 1, device)
+    bound = [("set_device", 1)] if device.type == "cuda" else []
+    assert calls[:-1] == bound
+    name, pg_backend, kwargs = calls[-1]
+    assert (name, pg_backend, kwargs["rank"], kwargs["world_size"]) == ("init_process_group", collective, 1, 2)
+    assert kwargs.get("device_id") == (device if collective == "nccl" else None)

@@ -183,6 +183,29 @@ def test_bad_setups_fail_with_a_clear_message(tmp_path):
         module.on_load_checkpoint({"state_dict": {}})
 
 
+def test_the_backend_must_keep_its_arrays_where_lightning_trains():
+    """Matched by ``capabilities.memory``, not by name: both shapes of the cpu
+    executor go with accelerator='cpu', pycuda with 'gpu'; ``auto`` picks the device's."""
+    from dataclasses import replace
+
+    def module(backend):
+        base = config()
+        return WarpDriveModule(replace(base, trainer=replace(base.trainer, backend=backend)))
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert module("auto")._config_for(cpu).trainer.backend == "cpu"
+    assert module("auto")._config_for(cuda).trainer.backend == "pycuda"
+    for backend in ("cpu", "cpu-gpu"):
+        assert module(backend)._config_for(cpu).trainer.backend == backend
+        with pytest.raises(ValueError, match=f"backend '{backend}' .* accelerator='cpu'"):
+            module(backend)._config_for(cuda)
+    assert module("pycuda")._config_for(cuda).trainer.backend == "pycuda"
+    with pytest.raises(ValueError, match="accelerator='gpu'"):
+        module("pycuda")._config_for(cpu)
+    with pytest.raises(ValueError, match="accelerator='cpu' or accelerator='gpu'"):
+        module("auto")._config_for(torch.device("meta"))
+
+
 def test_without_lightning_the_import_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "lightning", None)  # what `import lightning` sees when it is not installed
     monkeypatch.delitem(sys.modules, "warp_drive.training.lightning")

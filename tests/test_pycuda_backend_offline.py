@@ -695,6 +695,38 @@ def test_gpu_code_paths_against_a_fake_driver(toolchain, cache, tmp_path, monkey
     assert _FakePyCudaDevice.context.pushed == 0
 
 
+# ---------------------------------------------------------------- device printf reaches a redirected stdout
+def _run_with_stdout_in(path: Path, script: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``script`` in a child whose stdout is the file ``path`` (so C's stdout is fully buffered)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with path.open("w") as stdout:
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(script), str(path), *args], cwd=REPO, env=env,
+                              stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+def test_flush_c_stdio_writes_out_what_c_buffered(tmp_path):
+    """``synchronize()``'s flush on its own: C-level printf output (where the CUDA
+    driver puts device printf) held in C's buffer because stdout is a file is in
+    the file once ``flush_c_stdio()`` returns, after what Python printed first."""
+    out = tmp_path / "stdout.txt"
+    proc = _run_with_stdout_in(out, """\
+        import ctypes, sys
+        from pathlib import Path
+        from warp_drive.backends.pycuda_backend import flush_c_stdio
+        out = Path(sys.argv[1])
+        print("from python, first")
+        ctypes.CDLL(None).printf(b"from C %d\\n", 42)
+        held = out.read_text()
+        assert "from C" not in held, f"C's stdout is not buffered here: {held!r}"
+        flush_c_stdio()
+        text = out.read_text()
+        assert text == "from python, first\\nfrom C 42\\n", repr(text)
+        sys.stderr.write("FLUSHED\\n")
+        """)
+    assert proc.returncode == 0 and "FLUSHED" in proc.stderr, proc.stderr
+    assert out.read_text() == "from python, first\nfrom C 42\n"
+
+
 # ---------------------------------------------------------------- on a GPU
 @pytest.fixture(scope="module")
 def backend():
@@ -900,3 +932,27 @@ def test_device_assert_surfaces_as_kernel_launch_error(tmp_path):
         """)
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert "CAUGHT" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.gpu
+def test_device_printf_is_in_a_redirected_stdout_after_synchronize(tmp_path):
+    """CUDA moves device printf output into C's stdout at a synchronization; with
+    stdout redirected to a file C would hold it until exit. The child reads its
+    own stdout file back right after ``backend.synchronize()``."""
+    out = tmp_path / "stdout.txt"
+    proc = _run_with_stdout_in(out, """\
+        import sys
+        from pathlib import Path
+        from warp_drive.backends import get_backend
+        out, kernels = Path(sys.argv[1]), Path(sys.argv[2])
+        backend = get_backend("pycuda")
+        say_hello = backend.build([kernels / "assert_printf.cu"]).get_function("say_hello")
+        print("before the launch")
+        say_hello(42, grid=3, block=4)
+        backend.synchronize()
+        lines = out.read_text().splitlines()
+        assert lines[:1] == ["before the launch"], lines
+        assert sorted(lines[1:]) == [f"hello from block {b} tag 42" for b in range(3)], lines
+        sys.stderr.write("PRINTED BEFORE EXIT\\n")
+        """, str(REPO / "tests" / "kernels"))
+    assert proc.returncode == 0 and "PRINTED BEFORE EXIT" in proc.stderr, proc.stderr

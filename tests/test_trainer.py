@@ -15,7 +15,7 @@ from PIL import Image
 
 from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint
 from warp_drive.training.config import load_config
-from warp_drive.training.run import build, evaluate, train
+from warp_drive.training.run import build, evaluate, limit_torch_threads, train
 
 
 def config(name, *overrides, basedir=None):
@@ -165,3 +165,18 @@ def test_resumed_run_writes_the_same_metrics_as_an_uninterrupted_one(tmp_path):
     assert resumed == cut
     assert _learning_rows(cut) == _learning_rows(full)
     assert load_checkpoint(cut)["iteration"] == 4
+
+
+@pytest.mark.parametrize("backend, one_thread", [("cpu", True), ("cpu-gpu", True), ("pycuda", False)])
+def test_torch_gets_one_thread_where_the_kernels_use_the_host_cores(monkeypatch, backend, one_thread):
+    """``capabilities.shares_host_cores`` decides (both shapes of the cpu executor);
+    pycuda is named by class only: no GPU is needed to read its capabilities."""
+    monkeypatch.delenv("WARP_DRIVE_TORCH_THREADS", raising=False)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        limit_torch_threads(backend)
+        assert torch.get_num_threads() == (1 if one_thread else 2)
+    finally:
+        torch.set_num_threads(before)
+

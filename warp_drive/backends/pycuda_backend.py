@@ -57,6 +57,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -311,6 +312,43 @@ def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path
     target = directory / f"module_{key}.cubin"
     command = nvcc_command(toolchain.nvcc, unit, include_dirs, defines, arch, target)
     return CubinBuild(key=key, target=target, unit=unit, sources=paths, symbols=symbols, command=command)
+
+
+# ---------------------------------------------------------------- device printf
+_c_fflush = None  # libc's fflush, looked up once
+
+
+def flush_c_stdio() -> None:
+    """Write out what C's stdio buffers hold: Python's ``sys.stdout``/``sys.stderr``
+    first, then every C stream (``fflush(NULL)``).
+
+    At a synchronization the CUDA driver moves device ``printf`` output into the
+    C library's ``stdout``. When stdout is a terminal C flushes each line; when
+    it is a file or a pipe C holds it in its buffer until that fills or the
+    process exits, so a reader of the file (or of Python's redirected stdout)
+    sees nothing after ``synchronize()``. The cpu executor flushes after each
+    launch for the same reason. Python's own buffer goes first: what Python
+    printed before the launch was written before the kernel ran, and the two
+    buffers share one file descriptor, so this keeps the file in that order.
+    """
+    global _c_fflush
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: nothing to keep in order with
+            pass
+    if _c_fflush is None:
+        try:
+            libc = ctypes.CDLL(None) if os.name != "nt" else ctypes.CDLL("ucrtbase")
+            fflush = libc.fflush
+        except (OSError, AttributeError):  # pragma: no cover - no C library to flush
+            _c_fflush = False
+            return
+        fflush.argtypes, fflush.restype = [ctypes.c_void_p], ctypes.c_int
+        _c_fflush = fflush
+    if _c_fflush:
+        _c_fflush(None)  # NULL: every output stream
 
 
 # ---------------------------------------------------------------- the driver through ctypes
@@ -670,10 +708,13 @@ class PyCudaBackend(Backend):
         raise KernelLaunchError(message)
 
     def synchronize(self) -> None:
+        """Wait for the device; then write out its ``printf`` output (see :func:`flush_c_stdio`)."""
         try:
             torch.cuda.synchronize(self.device)
         except RuntimeError as exc:  # a device-side assert or fault in a kernel (or a torch op) surfaces here
             raise KernelLaunchError(f"device work failed: {exc}") from exc
+        finally:
+            flush_c_stdio()  # what the kernels printed before a failure too
 
     # ---------------------------------------------------------------- builds
     @property

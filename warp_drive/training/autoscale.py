@@ -24,8 +24,10 @@ A probe is a child process that builds the trainer with ``run.build`` and runs
 env steps/s), then takes a checkpoint's ``state_dict`` (which copies the env
 arrays), and reports its peak memory:
 
-* cpu executor: the process's peak resident memory (``VmHWM``, corrected
-  for the forkserver, see ``_forkserver_offset``) against the budget. A
+* cpu executor (either shape, ``cpu`` or ``cpu-gpu``: its arrays live in host
+  memory, ``capabilities.memory == "host"``): the process's peak resident
+  memory (``VmHWM``, corrected for the forkserver, see
+  ``_forkserver_offset``) against the budget. A
   watchdog thread samples the resident size every few milliseconds
   and ends the probe as soon as it passes the budget, so doubling past the
   limit cannot take the machine's memory with it. The default budget is half
@@ -647,12 +649,14 @@ def probe_main(request: dict, conn) -> None:
     try:
         import torch
 
-        from warp_drive.backends import resolve_backend_name
+        from warp_drive.backends import backend_class
         from warp_drive.training import run
 
         config = RunConfig.from_dict(request["config"])
         num_envs = config.trainer.num_envs
-        on_gpu = resolve_backend_name(config.trainer.backend) != "cpu"
+        # Where the executor's arrays live decides what is measured: torch's CUDA
+        # allocator, or the process's resident memory (cpu executor, either shape).
+        on_gpu = backend_class(config.trainer.backend).capabilities.memory == "cuda"
         if on_gpu:
             index = torch.cuda.current_device()
             properties = torch.cuda.get_device_properties(index)

@@ -42,10 +42,12 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from warp_drive.backends import BACKEND_NAMES
+
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
 ALGORITHMS = ("A2C", "PPO")
-BACKENDS = ("auto", "cpu", "pycuda")
+BACKENDS = BACKEND_NAMES  # "cpu-gpu" included: the cpu executor in the GPU's shape
 ACTIVATIONS = ("tanh", "relu")
 # Policy tags name metrics, checkpoint entries and per-policy arrays.
 _TAG_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -30,11 +30,16 @@ import math
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from warp_drive.backends import backend_class
+
+if TYPE_CHECKING:
+    from warp_drive.backends.base import Backend
 
 TIMEOUT_ENV = "WARP_DRIVE_DIST_TIMEOUT"
 SUMMED_METRICS = ("charts/SPS",)  # throughputs add up over ranks; everything else is averaged
@@ -180,22 +185,27 @@ class Distributed:
         dist.barrier()
 
 
-def init(backend_name: str) -> Distributed:
-    """Join the process group torchrun set up; NCCL for the GPU executor, gloo for the cpu one.
+def init(backend: "str | Backend | None") -> Distributed:
+    """Join the process group torchrun set up, for the executor ``backend`` (a
+    name, ``auto`` included, or a backend).
 
-    For ``pycuda`` the worker first binds to GPU ``LOCAL_RANK`` (the executor
-    uses torch's current device), so call this before building the env.
+    The executor's capabilities decide, not its name: the ``torch.distributed``
+    backend is ``capabilities.collective_backend`` (NCCL for the GPU executor,
+    gloo for the cpu one in either shape), and where arrays live in CUDA
+    memory (``capabilities.memory == "cuda"``) the worker first binds to GPU
+    ``LOCAL_RANK`` (the executor uses torch's current device), so call this
+    before building the env.
     """
+    capabilities = backend_class(backend).capabilities
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, "300")))
-    if backend_name == "pycuda":
+    if capabilities.memory == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
-        pg_backend = "nccl"
     else:
         device = torch.device("cpu")
-        pg_backend = "gloo"
+    pg_backend = capabilities.collective_backend
     if not dist.is_initialized():
         kwargs = {"device_id": device} if pg_backend == "nccl" else {}
         dist.init_process_group(pg_backend, rank=rank, world_size=world_size, timeout=timeout, **kwargs)

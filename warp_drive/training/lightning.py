@@ -43,7 +43,9 @@ How the two training loops map onto each other, and why:
   (``build(config).load_state_dict(torch.load(path, weights_only=False)["warp_drive"])``).
 * **Devices.** The env runs where Lightning trains: with ``backend: auto``
   the cpu executor under ``accelerator="cpu"`` and PyCUDA under
-  ``accelerator="gpu"``; an explicit backend must agree with the accelerator.
+  ``accelerator="gpu"``; an explicit backend must keep its arrays where the
+  accelerator trains (its ``capabilities.memory``: ``cpu`` and ``cpu-gpu``
+  under ``accelerator="cpu"``, ``pycuda`` under ``accelerator="gpu"``).
   With ``devices=N`` (a DDP strategy) every process is one data-parallel rank
   exactly as under ``torchrun``: its own envs (seed ``seed + rank``), rank 0's
   initial parameters, gradients averaged by ``Distributed.average_gradients``
@@ -64,6 +66,7 @@ from typing import Any, Iterator
 
 import torch
 
+from warp_drive.backends import backend_class
 from warp_drive.training import distributed
 from warp_drive.training.config import RunConfig
 from warp_drive.training.run import build, state_for_rank
@@ -87,6 +90,11 @@ CHECKPOINT_KEY = "warp_drive"
 # *-true precisions would cast the models while the env's observations stay float32.
 SUPPORTED_PRECISIONS = ("32-true",)
 PROGRESS_BAR_KEYS = ("charts/SPS", "charts/episodic_return/")
+# Where an executor's arrays live (``Capabilities.memory``) for each kind of device Lightning trains on, the
+# accelerator that gives that device, and the executor ``backend: auto`` means there.
+MEMORY_OF_DEVICE = {"cpu": "host", "cuda": "cuda"}
+ACCELERATOR_MEMORY = {"cpu": "host", "gpu": "cuda"}
+AUTO_BACKEND = {"cpu": "cpu", "cuda": "pycuda"}
 
 
 class Rollout:
@@ -196,21 +204,28 @@ class WarpDriveModule(pl.LightningModule):
         env_device = self._warp.device
         if (env_device.type, env_device.index or 0) != (device.type, device.index or 0):
             raise ValueError(f"the envs live on {env_device} ({self._warp.env.backend.name} backend) but Lightning "
-                             f"trains on {device}: use accelerator='cpu' with the cpu backend and accelerator='gpu' "
-                             f"with pycuda (or set trainer.backend: auto in the config)")
+                             f"trains on {device}: use accelerator='cpu' with the cpu executor (cpu or cpu-gpu) and "
+                             f"accelerator='gpu' with pycuda (or set trainer.backend: auto in the config)")
 
     def _config_for(self, device: torch.device) -> RunConfig:
-        """The config with ``backend: auto`` resolved to the executor of Lightning's device."""
+        """The config with ``backend: auto`` resolved to the executor of Lightning's device.
+
+        An explicit backend must keep its arrays where Lightning trains: its
+        ``capabilities.memory`` (``"cuda"`` or ``"host"``) is compared with the
+        device, so every executor of a kind qualifies (``cpu`` and ``cpu-gpu``
+        under ``accelerator="cpu"``).
+        """
         backend = self.config.trainer.backend
-        wanted = "pycuda" if device.type == "cuda" else "cpu"
-        if device.type not in ("cpu", "cuda"):
+        if device.type not in MEMORY_OF_DEVICE:
             raise ValueError(f"warp_drive envs run on a CPU (cpu backend) or an NVIDIA GPU (pycuda); "
                              f"Lightning chose {device}: pass accelerator='cpu' or accelerator='gpu'")
         if backend == "auto":
-            return replace(self.config, trainer=replace(self.config.trainer, backend=wanted))
-        if backend != wanted:
+            return replace(self.config, trainer=replace(self.config.trainer, backend=AUTO_BACKEND[device.type]))
+        memory = backend_class(backend).capabilities.memory
+        if memory != MEMORY_OF_DEVICE[device.type]:
+            accelerator = next(a for a, m in ACCELERATOR_MEMORY.items() if m == memory)
             raise ValueError(f"the config asks for backend {backend!r} but Lightning trains on {device}: pass "
-                             f"accelerator={'gpu' if backend == 'pycuda' else 'cpu'!r} or set trainer.backend: auto")
+                             f"accelerator={accelerator!r} or set trainer.backend: auto")
         return self.config
 
     def _distributed(self, device: torch.device) -> distributed.Distributed | None:

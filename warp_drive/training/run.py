@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import yaml
 
-from warp_drive.backends import get_backend, resolve_backend_name
+from warp_drive.backends import Backend, backend_class, get_backend
 from warp_drive.training import distributed
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint, resolve_run_dir, save_checkpoint
@@ -59,20 +59,23 @@ def new_run_dir(config: RunConfig) -> Path:
     raise RuntimeError(f"cannot create a run directory under {base}")
 
 
-def limit_torch_threads(backend_name: str) -> None:
-    """On the cpu executor, give torch one thread unless ``$WARP_DRIVE_TORCH_THREADS`` says otherwise.
+def limit_torch_threads(backend: str | Backend | None) -> None:
+    """Where the kernels' worker pool runs on the host's cores (the cpu executor,
+    either shape: ``capabilities.shares_host_cores``), give torch one thread
+    unless ``$WARP_DRIVE_TORCH_THREADS`` says otherwise. ``backend`` is a
+    backend name (``auto`` included) or a backend.
 
     The kernels' worker pool already uses every core; torch's own intra-op
     threads competing with it made a small policy forward ~10x slower on a
     2-core machine (measured: 3.1 ms vs 0.27 ms for a 64x64 MLP on 32 rows).
     """
-    if backend_name == "cpu":
+    if backend_class(backend).capabilities.shares_host_cores:
         torch.set_num_threads(int(os.environ.get("WARP_DRIVE_TORCH_THREADS", "1")))
 
 
 def build(config: RunConfig, dist: Distributed | None = None) -> Trainer:
     """The env and the trainer of ``config``; with ``dist``, rank r's envs, sampler and torch RNG use ``seed + r``."""
-    limit_torch_threads(get_backend(config.trainer.backend).name)
+    limit_torch_threads(get_backend(config.trainer.backend))
     if dist is not None:
         config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
     env = EnvWrapper(config.env.name, config.trainer.num_envs, backend=config.trainer.backend,
@@ -84,7 +87,7 @@ def train(config: RunConfig, resume: str | None = None, progress: bool = True) -
     """Train ``config`` (or resume a run); a rank of a distributed run when started by torchrun."""
     if not distributed.launched_by_torchrun():
         return _train(config, resume, progress, None)
-    dist = distributed.init(resolve_backend_name(config.trainer.backend))
+    dist = distributed.init(config.trainer.backend)
     run_dir = _train(config, resume, progress, dist)
     # Only on success: after a failure a peer may be gone, and torchrun tears the group down anyway.
     distributed.shutdown()
