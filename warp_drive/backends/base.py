@@ -69,7 +69,8 @@ def check_geometry(grid: Dim3, block: Dim3, shared_mem: int, limits: "DeviceLimi
     threads = block[0] * block[1] * block[2]
     if threads > limits.max_threads_per_block:
         raise KernelLaunchError(
-            f"kernel {kernel}: block {block} has {threads} threads; the limit is {limits.max_threads_per_block}"
+            f"kernel {kernel}: block {block} has {threads} threads; the device allows {limits.max_threads_per_block} "
+            "threads per block"
         )
     if resources is not None and threads > resources.max_threads_per_block:
         raise KernelLaunchError(f"kernel {kernel}: block {block} has {threads} threads; this kernel uses "

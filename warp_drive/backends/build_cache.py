@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from warp_drive.backends.base import KernelBuildError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Bump when the emulation header, the runtime or the generated wrapper change in
 # a way the preprocessed user source does not show.
@@ -106,3 +110,39 @@ def preprocess_for_symbols(cxx: str, sources: Sequence[Path], include_flags: lis
     if proc.returncode != 0:
         raise KernelBuildError(f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}")
     return proc.stdout
+
+
+# ---------------------------------------------------------------- what both executors share
+def host_compiler(purpose: str) -> str:
+    """``$CXX``, else g++, clang++ or c++ on the PATH; ``purpose`` says who needs it."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
+    if not cxx:
+        raise KernelBuildError(f"{purpose} needs a host C++ compiler: install g++ (or set $CXX)")
+    return cxx
+
+
+def include_and_define_flags(include_dirs: Sequence[str | Path], defines: dict[str, str] | None
+                             ) -> tuple[list[str], list[str]]:
+    """``-I`` flags (the framework's headers first) and ``-D`` flags, the same for every compiler."""
+    include_flags = [f"-I{d}" for d in [INCLUDE_DIR, *include_dirs]]
+    define_flags = [f"-D{k}={v}" for k, v in (defines or {}).items()]
+    return include_flags, define_flags
+
+
+def constant_bytes(name: str, value, size: int, declared: str) -> "np.ndarray":
+    """``value`` as the contiguous float32/int32/uint32 array that fills a
+    ``__constant__`` of ``size`` bytes, or a clear error (never a cast)."""
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    data = np.ascontiguousarray(value)
+    if data.dtype not in (np.float32, np.int32, np.uint32):
+        raise TypeError(f"__constant__ {name}: pass float32, int32 or uint32 data, got {data.dtype}")
+    if data.nbytes != size:
+        raise ValueError(
+            f"__constant__ {name} ({declared}) holds {size} bytes; got {data.nbytes} bytes "
+            f"({data.dtype} of shape {data.shape})"
+        )
+    return data

@@ -37,12 +37,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from warp_drive.backends import build_cache
@@ -83,13 +81,6 @@ COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off
 
 _RUNTIME: tuple[str, ctypes.CDLL] | None = None  # (flavour, library): one per process
 
-
-
-def _compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
-    if not cxx:
-        raise KernelBuildError("the cpu executor needs a C++ compiler: install g++ (or set $CXX)")
-    return cxx
 
 
 def _compiler_identity(cxx: str) -> str:
@@ -181,14 +172,7 @@ class CpuModule(Module):
                 f"constants: {', '.join(sorted(self._symbols)) or '(none)'}"
             )
         address, size = self._symbols[name]
-        data = np.ascontiguousarray(value)
-        if data.dtype not in (np.float32, np.int32, np.uint32):
-            raise TypeError(f"__constant__ {name}: pass float32, int32 or uint32 data, got {data.dtype}")
-        if data.nbytes != size:
-            raise ValueError(
-                f"__constant__ {name} ({self.constants.get(name, '?')}) holds {size} bytes; got {data.nbytes} "
-                f"bytes ({data.dtype} of shape {data.shape})"
-            )
+        data = build_cache.constant_bytes(name, value, size, self.constants.get(name, "?"))
         ctypes.memmove(address, data.ctypes.data, size)
 
 
@@ -271,7 +255,7 @@ class CpuBackend(Backend):
             raise ValueError(f"WARP_DRIVE_CPU_MODE={self.mode!r}; choose one of {', '.join(MODES)}")
         self.device = torch.device("cpu")
         self.limits = DeviceLimits(max_threads_per_block=1 << 30, max_dynamic_shared_bytes=DYNAMIC_SHARED_BYTES)
-        self.cxx = _compiler()
+        self.cxx = build_cache.host_compiler("the cpu executor")
         self._flags = COMMON_FLAGS + MODES[self.mode]
         self._identity = _compiler_identity(self.cxx) + " " + " ".join(self._flags)
         self._runtime = self._load_runtime()
@@ -343,8 +327,8 @@ class CpuBackend(Backend):
         for path in paths:
             if not path.is_file():
                 raise KernelBuildError(f"kernel source {path} does not exist")
-        include_flags = [f"-I{d}" for d in [build_cache.INCLUDE_DIR, *include_dirs]]
-        define_flags = [f"-D{k}={v}" for k, v in {**self.shape_defines, **(defines or {})}.items()]
+        include_flags, define_flags = build_cache.include_and_define_flags(
+            include_dirs, {**self.shape_defines, **(defines or {})})
         preprocessed = build_cache.preprocess_for_symbols(self.cxx, paths, include_flags, define_flags)
         try:
             symbols = parse_symbols(preprocessed)

@@ -62,7 +62,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 
 from warp_drive.backends import build_cache
@@ -77,6 +76,7 @@ from warp_drive.backends.base import (
     Module,
     Capabilities,
     as_dim3,
+    check_geometry,
 )
 from warp_drive.backends.resources import KernelResources
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
@@ -168,23 +168,17 @@ def unit_source(sources: Sequence[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _flags(include_dirs: Sequence[str | Path], defines: dict[str, str] | None) -> tuple[list[str], list[str]]:
-    include_flags = [f"-I{d}" for d in [build_cache.INCLUDE_DIR, *include_dirs]]
-    define_flags = [f"-D{k}={v}" for k, v in (defines or {}).items()]
-    return include_flags, define_flags
-
-
 def nvcc_command(nvcc: str, unit: Path, include_dirs: Sequence[str | Path], defines: dict[str, str] | None,
                  arch: str, out: Path) -> list[str]:
     """The nvcc command line that builds ``unit`` into a loadable cubin for ``arch`` (e.g. ``sm_90``)."""
-    include_flags, define_flags = _flags(include_dirs, defines)
+    include_flags, define_flags = build_cache.include_and_define_flags(include_dirs, defines)
     return [nvcc, *NVCC_FLAGS, f"-arch={arch}", *include_flags, *define_flags, "-x", "cu", str(unit), "-o", str(out)]
 
 
 def nvcc_depend_command(nvcc: str, unit: Path, include_dirs: Sequence[str | Path], defines: dict[str, str] | None,
                         arch: str) -> list[str]:
     """Same preprocessing as :func:`nvcc_command`, printing the files read (make syntax)."""
-    include_flags, define_flags = _flags(include_dirs, defines)
+    include_flags, define_flags = build_cache.include_and_define_flags(include_dirs, defines)
     return [nvcc, "-M", "-std=c++17", f"-arch={arch}", *include_flags, *define_flags, "-x", "cu", str(unit)]
 
 
@@ -208,13 +202,6 @@ def find_nvcc() -> str | None:
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-def _host_compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++") or shutil.which("c++")
-    if not cxx:
-        raise KernelBuildError("reading kernel signatures needs a host C++ compiler: install g++ (or set $CXX)")
-    return cxx
 
 
 @dataclass(frozen=True)
@@ -284,8 +271,8 @@ def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path
             raise KernelBuildError(f"kernel source {path} does not exist")
     toolchain.check_arch(arch)
     include_dirs = [Path(d).resolve() for d in include_dirs]
-    include_flags, define_flags = _flags(include_dirs, defines)
-    preprocessed = build_cache.preprocess_for_symbols(cxx or _host_compiler(), paths, include_flags, define_flags)
+    include_flags, define_flags = build_cache.include_and_define_flags(include_dirs, defines)
+    preprocessed = build_cache.preprocess_for_symbols(cxx or build_cache.host_compiler("reading kernel signatures"), paths, include_flags, define_flags)
     try:
         symbols = parse_symbols(preprocessed)
     except ValueError as exc:
@@ -445,17 +432,10 @@ class PyCudaKernel(Kernel):
         return PyCudaBoundLaunch(self, checked)
 
     def check_geometry(self, grid, block):
-        if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
-            raise KernelLaunchError(f"kernel {self.name}: grid {grid} exceeds CUDA's limits (2^31-1, 65535, 65535)")
-        threads = block[0] * block[1] * block[2]
-        if threads > self.max_threads_per_block:
-            limit = self.module.backend.limits.max_threads_per_block
-            why = "" if self.max_threads_per_block == limit else f"; the device allows {limit}"
-            raise KernelLaunchError(
-                f"kernel {self.name}: {threads} threads per block requested; this kernel uses "
-                f"{self._resources.describe()}{why}"
-            )
-        return grid, block, threads, grid[0] * grid[1] * grid[2]
+        """The shared geometry checks (CUDA's grid limits, this kernel's own block
+        limit from its registers); dynamic shared memory is checked per launch."""
+        check_geometry(grid, block, 0, self.module.backend.limits, self.name, self._resources)
+        return grid, block, block[0] * block[1] * block[2], grid[0] * grid[1] * grid[2]
 
     def check_co_resident(self, geometry, shared_mem: int) -> None:
         """A cooperative launch needs every block resident at once: refuse
@@ -555,16 +535,7 @@ class PyCudaModule(Module):
                 f"constants: {', '.join(sorted(self.constants)) or '(none)'}"
             )
         backend._check(code, f"looking up __constant__ {name}")
-        if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().numpy()
-        data = np.ascontiguousarray(value)
-        if data.dtype not in (np.float32, np.int32, np.uint32):
-            raise TypeError(f"__constant__ {name}: pass float32, int32 or uint32 data, got {data.dtype}")
-        if data.nbytes != size.value:
-            raise ValueError(
-                f"__constant__ {name} ({self.constants.get(name, '?')}) holds {size.value} bytes; got {data.nbytes} "
-                f"bytes ({data.dtype} of shape {data.shape})"
-            )
+        data = build_cache.constant_bytes(name, value, size.value, self.constants.get(name, "?"))
         # On torch's current stream, after the work already queued there; the
         # stream sync makes the new value visible to whatever runs next.
         stream = backend.current_stream()
