@@ -1,7 +1,7 @@
 """WarpDrive: end-to-end multi-agent reinforcement learning on a GPU.
 
-Environment steps are CUDA C kernels (one block per environment, one thread per
-agent). They run on a GPU through PyCUDA, or on any machine through the ``cpu``
+Environment steps are CUDA C kernels (one block per environment, its agents
+spread over the block's threads). They run on a GPU through PyCUDA, or on any machine through the ``cpu``
 executor, which builds the same ``.cu`` sources with the host C++ compiler.
 
 Submodules are imported lazily: ``import warp_drive`` stays cheap and does not
@@ -19,6 +19,7 @@ _EXPORTS = {
     "EnvironmentReset": "warp_drive.reset",
     "LogController": "warp_drive.log",
     "Environment": "warp_drive.environment",
+    "AGENT_PHASES": "warp_drive.environment",
     "EnvWrapper": "warp_drive.env_wrapper",
     "register_env": "warp_drive.registry",
     "registered_envs": "warp_drive.registry",
