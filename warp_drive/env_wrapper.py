@@ -10,6 +10,14 @@ call is a kernel launch on arrays that live on the device:
 * ``reset_all_envs()`` — the same kernels, forced.
 
 ``obs``, ``rewards`` and ``done`` are the device tensors the kernels write.
+
+Safety checks: at construction, ``observations`` and ``sampled_actions`` must
+hold each agent's declared space (besides the (num_envs, num_agents) shape);
+every ``step_all_envs`` first checks that the step's bound arrays were not
+resized or re-pointed since the bind (a stale pointer would corrupt memory)
+and, with ``validate_actions`` (default on the cpu executor, off on a GPU where
+it would be a host sync per step), that discrete actions are inside their
+spaces (:meth:`EnvWrapper.check_actions`, callable explicitly).
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ class EnvWrapper:
         seed: int | None = None,
         env_config: dict | None = None,
         reset_pool_size: int = 1000,
+        validate_actions: bool | None = None,
     ):
         self.env = make_env(env, env_config)
         self.num_envs = int(num_envs)
@@ -79,11 +88,21 @@ class EnvWrapper:
         self.data_manager = DataManager(self.num_envs, self.num_agents, self.episode_length, backend=self.backend)
         self.data_manager.push_data_to_device(env_.get_data_dictionary(self.num_envs))
         self._check_required_arrays()
+        self._check_per_agent_sizes()
         self._push_reset_pools(reset_pool_size)
 
         self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
         self.function_manager.compile_and_load(env_.cuda_source_path())
         self._step = self._bind_step()
+        self._step_arguments = getattr(getattr(self._step, "_launch", None), "_packed", None)
+        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in self.env.step_args]
+        self._action_bounds = self._discrete_action_bounds()
+        # Range-checking actions is a reduction and a host sync per step: on by
+        # default where arrays live in host memory (the cpu executor: a few us),
+        # off on a GPU (call check_actions() or pass validate_actions=True).
+        if validate_actions is None:
+            validate_actions = self.backend.capabilities.memory == "host"
+        self.validate_actions = bool(validate_actions)
         self.blocks_per_env = self._step.grid[1] if env_.thread_layout != THREADS_PER_ENV else 1
         self.env_resetter = EnvironmentReset(self.function_manager, seed=self.seed)
         self.reset_all_envs()
@@ -109,6 +128,79 @@ class EnvWrapper:
                 raise ValueError(
                     f"{self.env.name}: {name!r} has shape {shape}; expected ({self.num_envs}, {self.num_agents}, ...)"
                 )
+
+    def _check_per_agent_sizes(self) -> None:
+        """``observations`` and ``sampled_actions`` must hold as many values per
+        agent as the agent's declared space: the kernel indexes them by the
+        space's size, so a smaller array would be written or read past its end."""
+        dm = self.data_manager
+        for name, space_of in (("observations", self.env.observation_space), ("sampled_actions", self.env.action_space)):
+            per_agent = int(np.prod(dm.get_shape(name)[2:], dtype=np.int64))
+            for agent in range(self.num_agents):
+                space = space_of(agent)
+                shape = getattr(space, "shape", None)
+                if shape is None:
+                    continue
+                needed = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                if per_agent < needed:
+                    raise ValueError(
+                        f"{self.env.name}: {name!r} has shape {dm.get_shape(name)}, {per_agent} value(s) per agent, "
+                        f"but agent {agent}'s space {space} has {needed}; the step kernel would access it past its "
+                        f"end. Fix: allocate {name!r} as ({self.num_envs}, {self.num_agents}, *{tuple(shape)}) in "
+                        "get_data_dictionary()"
+                    )
+
+    def _discrete_action_bounds(self):
+        """``(low, high)`` int32 tensors broadcastable to the actions array, or None
+        (continuous actions, or spaces that do not fit the array)."""
+        from gymnasium import spaces
+
+        actions = self.actions
+        if actions.dtype != torch.int32:
+            return None
+        heads = int(np.prod(actions.shape[2:], dtype=np.int64)) if actions.dim() > 2 else 1
+        low = np.zeros((self.num_agents, heads), np.int64)
+        high = np.zeros((self.num_agents, heads), np.int64)
+        for agent in range(self.num_agents):
+            space = self.env.action_space(agent)
+            if isinstance(space, spaces.Discrete):
+                lo, hi = np.array([int(space.start)]), np.array([int(space.start + space.n - 1)])
+            elif isinstance(space, spaces.MultiDiscrete):
+                lo, hi = np.ravel(space.start), np.ravel(space.start + space.nvec - 1)
+            elif isinstance(space, spaces.MultiBinary):
+                lo, hi = np.zeros(int(np.prod(space.shape))), np.ones(int(np.prod(space.shape)))
+            else:
+                return None
+            if lo.size != heads:
+                return None
+            low[agent], high[agent] = lo, hi
+        shape = (1, self.num_agents, *actions.shape[2:])
+        as_tensor = lambda a: torch.from_numpy(a.astype(np.int32)).reshape(shape).to(actions.device)  # noqa: E731
+        return as_tensor(low), as_tensor(high)
+
+    def check_actions(self) -> None:
+        """Raise ValueError if ``sampled_actions`` holds a discrete action outside its
+        agent's action space (a kernel would index its tables out of bounds).
+
+        One reduction and one host sync; ``step_all_envs`` calls it on every step
+        when ``validate_actions`` is set (the default on the cpu executor).
+        """
+        if self._action_bounds is None:
+            return
+        low, high = self._action_bounds
+        actions = self.actions
+        bad = (actions < low) | (actions > high)
+        if not bool(bad.any()):
+            return
+        where = tuple(int(i) for i in torch.nonzero(bad)[0])
+        env, agent = where[0], where[1]
+        head = f", head {where[2]}" if len(where) > 2 else ""
+        lo, hi = int(low[(0, *where[1:])]), int(high[(0, *where[1:])])
+        raise ValueError(
+            f"{self.env.name}: sampled_actions[{', '.join(map(str, where))}] = {int(actions[where])} (env {env}, agent "
+            f"{agent}{head}) is outside agent {agent}'s action space {self.env.action_space(agent)}: valid actions "
+            f"are {lo}..{hi}. Fix: write actions in that range (the step kernel would index its tables out of bounds)"
+        )
 
     def _push_reset_pools(self, pool_size: int) -> None:
         pools = self.env.get_reset_pools(int(pool_size), np.random.default_rng(self.seed))
@@ -158,7 +250,17 @@ class EnvWrapper:
 
     # ------------------------------------------------------------ stepping
     def step_all_envs(self) -> None:
-        """Advance every replica by one step (one launch)."""
+        """Advance every replica by one step (one launch).
+
+        Before the launch: the step's bound arrays are checked to still be the
+        memory they were bound to (a resized or re-pointed array raises instead
+        of handing the kernel a stale pointer), and with ``validate_actions``
+        the actions are range-checked (:meth:`check_actions`).
+        """
+        if self._step_arguments is not None:
+            self._step_arguments.verify(self._step_labels)
+        if self.validate_actions:
+            self.check_actions()
         self._step()
 
     step = step_all_envs

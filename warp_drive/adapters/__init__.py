@@ -123,17 +123,54 @@ def check_fits(space, per_agent_size: int, what: str, env_name: str, agent: Any)
         )
 
 
-def check_discrete_actions(space, values: np.ndarray, who: str) -> None:
-    """Out-of-range discrete actions would index kernel tables out of bounds: refuse them here."""
+def _discrete_bounds(space):
+    """``(low, high)`` of a discrete space's values (arrays for MultiDiscrete), or None."""
     from gymnasium import spaces
 
     if isinstance(space, spaces.Discrete):
-        low, high = int(space.start), int(space.start + space.n - 1)
-    elif isinstance(space, spaces.MultiDiscrete):
-        low, high = np.asarray(space.start), np.asarray(space.start + space.nvec - 1)
-    elif isinstance(space, spaces.MultiBinary):
-        low, high = 0, 1
-    else:
+        return int(space.start), int(space.start + space.n - 1)
+    if isinstance(space, spaces.MultiDiscrete):
+        return np.asarray(space.start).reshape(-1), np.asarray(space.start + space.nvec - 1).reshape(-1)
+    if isinstance(space, spaces.MultiBinary):
+        return 0, 1
+    return None
+
+
+def _range_text(low, high) -> str:
+    if np.ndim(low) == 0:
+        return f"{int(low)}..{int(high)}"
+    return "[" + ", ".join(f"{int(a)}..{int(b)}" for a, b in zip(np.ravel(low), np.ravel(high))) + "]"
+
+
+def check_discrete_actions(space, values: np.ndarray, who: str) -> None:
+    """Out-of-range discrete actions would index kernel tables out of bounds: refuse them here.
+
+    ``values`` is one agent's action, or ``(rows, size)`` actions of one agent
+    in several replicas (the error then names the replica).
+    """
+    bounds = _discrete_bounds(space)
+    if bounds is None or not values.size:
         return
-    if values.size and (np.any(values < low) or np.any(values > high)):
-        raise ValueError(f"{who}: action {values.tolist()} is outside the action space {space}")
+    low, high = bounds
+    if not (np.any(values < low) or np.any(values > high)):
+        return
+    if values.ndim == 2 and values.shape[0] > 1:
+        row = int(np.flatnonzero(np.any((values < low) | (values > high), axis=1))[0])
+        who, values = f"{who}, env {row}", values[row]
+    raise ValueError(f"{who}: action {values.tolist()} is outside the action space {space} "
+                     f"(valid values: {_range_text(low, high)})")
+
+
+def check_discrete_action_tensor(space, values, who: str) -> None:
+    """:func:`check_discrete_actions` for a torch tensor of ``(rows, size)`` actions,
+    reduced where it lies (one host sync: the adapters' step is a host round trip anyway)."""
+    bounds = _discrete_bounds(space)
+    if bounds is None or not values.numel():
+        return
+    if values.is_floating_point():
+        if not bool(torch.all(values == torch.trunc(values))):
+            raise ValueError(f"{who}: discrete actions must be integers; got {values.detach().cpu().tolist()} "
+                             f"for the action space {space}")
+    low, high = (torch.as_tensor(b, device=values.device) for b in bounds)
+    if bool(torch.any((values < low) | (values > high))):
+        check_discrete_actions(space, values.detach().cpu().numpy(), who)

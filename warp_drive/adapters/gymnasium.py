@@ -26,8 +26,9 @@ actions may be given as device tensors, and no step makes a host round trip:
 ``infos`` then always holds ``final_obs`` as an ``(num_envs, ...)`` tensor of
 the pre-reset observations of *every* replica, with the boolean tensor
 ``_final_obs`` marking the replicas that actually finished (rows where it is
-False equal the returned observations). Action values are not range-checked in
-that mode (that would be a host sync).
+False equal the returned observations). Discrete actions given as tensors are
+range-checked too (one reduction and a host sync per step: an out-of-range
+action would make the kernel index its tables out of bounds).
 
 :class:`GymnasiumEnv` — ``gymnasium.Env`` over one replica (what
 ``gymnasium.utils.env_checker.check_env`` and single-env tools take). It does not
@@ -51,6 +52,7 @@ from gymnasium.vector.utils import batch_space
 
 from warp_drive.adapters import (
     build_wrapper,
+    check_discrete_action_tensor,
     check_discrete_actions,
     check_fits,
     supported_space,
@@ -94,13 +96,15 @@ class _SingleAgentView:
             if actions.numel() != n * self._act_size:
                 raise ValueError(f"actions of shape {tuple(actions.shape)}; expected {n * self._act_size} values "
                                  f"({'batched ' if batched else ''}action space {self.action_space})")
+            check_discrete_action_tensor(self._single_act_space, actions.detach().reshape(n, self._act_size),
+                                         "step(): agent 0")
             self.wrapper.actions.copy_(actions.detach().reshape(self.wrapper.actions.shape))
             return
         values = np.asarray(actions)
         if values.size != n * self._act_size:
             raise ValueError(f"actions of shape {values.shape}; expected {n * self._act_size} values "
                              f"({'batched ' if batched else ''}action space {self.action_space})")
-        check_discrete_actions(self._single_act_space, values.reshape(n, self._act_size), "step()")
+        check_discrete_actions(self._single_act_space, values.reshape(n, self._act_size), "step(): agent 0")
         self._actions_host.reshape(-1)[:] = values.reshape(-1)
         self.wrapper.actions.copy_(torch.from_numpy(self._actions_host))
 

@@ -10,6 +10,7 @@ silently corrupt device memory.
 from __future__ import annotations
 
 import ctypes
+import itertools
 from typing import Any, Sequence
 
 import numpy as np
@@ -51,6 +52,13 @@ def check_array(signature: KernelSignature, index: int, param: Param, value: Any
         raise KernelLaunchError(f"{where} expects a tensor on {device}, got one on {value.device}")
     if not value.is_contiguous():
         raise KernelLaunchError(f"{where} got a non-contiguous tensor of shape {tuple(value.shape)}; pass .contiguous()")
+    if value.numel() == 0:
+        # A zero-size tensor has no storage: the kernel would receive NULL (or a
+        # dangling pointer) and fault on its first access.
+        raise KernelLaunchError(
+            f"{where} got an empty tensor of shape {tuple(value.shape)} (zero elements, so no memory to point to); "
+            "pass a tensor with at least one element (e.g. allocate the array with its env/agent dimensions)"
+        )
     given = torch_dtype_as_numpy(value.dtype)
     if param.dtype is not None and given != param.dtype:
         raise KernelLaunchError(
@@ -133,17 +141,42 @@ CTYPE_OF_DTYPE = {
 }
 
 
+# A binding re-checks its tensors (same memory, same size as when bound) on its
+# first launch and then once every VERIFY_EVERY launches: ``data_ptr()`` costs
+# ~0.2 us per tensor, which on every launch would double the launch overhead of
+# a many-argument kernel. EnvWrapper.step_all_envs verifies its step binding on
+# every step (see there), so an env step never runs on a stale pointer.
+VERIFY_EVERY = 64
+_DATA_PTR, _NUMEL = torch.Tensor.data_ptr, torch.Tensor.numel
+
+
+class StaleArgumentError(KernelLaunchError):
+    """A tensor bound to a kernel was resized or given other memory after ``bind()``."""
+
+
 class PackedArguments:
     """Checked arguments as a ``void*`` array of pointers to their values.
 
     The layout both executors launch with (the cpu runtime's thread functions
     and CUDA's ``kernelParams``): packed once per binding, so a launch is one
-    foreign call. The tensors are kept alive as long as the packed pointers.
+    foreign call. The tensors are kept alive as long as the packed pointers;
+    each one's ``data_ptr()`` and ``numel()`` at bind time are recorded so that
+    :meth:`verify` detects a tensor resized (``resize_``) or re-pointed
+    (``set_``) after the bind, which would otherwise leave the kernel a stale
+    pointer into freed (or too small) memory.
     """
 
     def __init__(self, signature: KernelSignature, checked: list):
         self.signature = signature
         self._keep_alive = checked
+        self._bound = tuple((index, value, value.data_ptr(), value.numel())
+                            for index, (param, value) in enumerate(zip(signature.params, checked)) if param.pointer)
+        self._tensors = tuple(entry[1] for entry in self._bound)
+        self._pointers = tuple(entry[2] for entry in self._bound)
+        self._numels = tuple(entry[3] for entry in self._bound)
+        # Launches call ``if next(packed.due): packed.verify()``: True on the first
+        # launch and every VERIFY_EVERY-th after (~40 ns a launch; a method call costs ~150 ns).
+        self.due = itertools.cycle((True,) + (False,) * (VERIFY_EVERY - 1))
         self._slots = [ctypes.c_void_p(value.data_ptr()) if param.pointer else CTYPE_OF_DTYPE[param.dtype](value.item())
                        for param, value in zip(signature.params, checked)]
         self._argv = (ctypes.c_void_p * max(1, len(self._slots)))(*[ctypes.addressof(s) for s in self._slots])
@@ -155,3 +188,25 @@ class PackedArguments:
         if param.pointer:
             raise KernelLaunchError(f"kernel {self.signature.name}: parameter {index} is a pointer, not a scalar")
         self._slots[index].value = convert_scalar(self.signature, index, param, value).item()
+
+    def verify(self, labels: Sequence[Any] | None = None) -> None:
+        """Raise :class:`StaleArgumentError` if a bound tensor no longer has the memory
+        and size it had at bind time. ``labels`` (one per parameter, e.g. the
+        DataManager array names of an env's step arguments) name the arrays."""
+        tensors = self._tensors
+        if tuple(map(_DATA_PTR, tensors)) == self._pointers and tuple(map(_NUMEL, tensors)) == self._numels:
+            return
+        for index, value, pointer, numel in self._bound:
+            now_pointer, now_numel = value.data_ptr(), value.numel()
+            if now_pointer == pointer and now_numel == numel:
+                continue
+            param = self.signature.params[index]
+            label = labels[index] if labels is not None and index < len(labels) else None
+            what = f"array {label!r} " if isinstance(label, str) else ""
+            change = (f"was resized from {numel} to {now_numel} elements" if now_numel != numel
+                      else "was moved to other memory (resize_ or set_ reallocated it)")
+            raise StaleArgumentError(
+                f"{_where(self.signature, index, param)}: the {what}tensor bound to it {change} after bind(), so the "
+                "kernel would use a stale pointer. Arrays are allocated once and updated in place: write into them "
+                "with copy_() / slicing instead of resizing or replacing them, or bind the kernel again"
+            )

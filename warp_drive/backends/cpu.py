@@ -19,6 +19,25 @@ Build modes (``WARP_DRIVE_CPU_MODE``, or ``CpuBackend(mode=...)``):
 
 Results never depend on the machine: ``-ffp-contract=off`` and no fast-math.
 
+Interrupts and limits (see the top of ``runtime.cpp``):
+
+* Ctrl-C (SIGINT) during a launch ends it with KeyboardInterrupt (a note names
+  the kernel): the runtime's handler, chained in front of Python's, stops
+  every worker at its next block boundary or ``__syncthreads()`` and abandons
+  the block the launching thread runs, even in an endless loop. Blocks other
+  workers run in a loop without a barrier cannot be stopped: the launch is
+  abandoned after ~0.3 s, their arguments are kept alive, and the executor
+  refuses launches (KernelLaunchError) until they return. The handlers are
+  (re)installed whenever a cpu backend is made or builds; one installed after
+  that (``signal.signal(SIGINT, ...)``) takes over until the next build.
+* Each thread of a block that reaches ``__syncthreads()`` runs on a fiber with
+  a ``WARP_DRIVE_CPU_STACK_KB`` (default 128) stack and a guard page. A fiber
+  that overflows its stack fails the launch with KernelLaunchError naming the
+  kernel and ``WARP_DRIVE_CPU_STACK_KB`` (x86-64, not under ASan); a block
+  needing more fibers than the process may map (``vm.max_map_count``) or more
+  stack than the machine's memory fails with an error naming the block size
+  and the limit, before its fibers are allocated.
+
 Two shapes of the same executor:
 
 * ``cpu`` (native): an ``AGENT_PHASES`` kernel runs one host thread per env,
@@ -38,6 +57,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import weakref
 from pathlib import Path
 from typing import Sequence
 
@@ -77,9 +97,18 @@ MODES = {
 # -fno-semantic-interposition + -Bsymbolic: a kernel library's own functions
 # bind to themselves, so kernels inline into the thread loops below.
 COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-Wall",
-                "-Wno-unused-function", "-Wno-unused-variable", "-fno-semantic-interposition", "-mtls-dialect=gnu2", "-Wl,-Bsymbolic"]
+                "-Wno-unused-function", "-Wno-unused-variable", "-fno-semantic-interposition", "-mtls-dialect=gnu2", "-Wl,-Bsymbolic",
+                # A frame larger than a page probes each page, so a fiber's overflow
+                # hits its guard page instead of jumping over it into other memory.
+                "-fstack-clash-protection"]
 
 _RUNTIME: tuple[str, ctypes.CDLL] | None = None  # (flavour, library): one per process
+
+# Launch return codes of wd_cpu_launch beyond 0 (done) and 1 (error).
+_INTERRUPTED, _ABANDONED = 2, 3
+# Arguments of launches abandoned after Ctrl-C whose blocks still run: their
+# tensors must outlive those blocks, which may never return.
+_ABANDONED_ARGUMENTS: list = []
 
 
 
@@ -98,11 +127,14 @@ class CpuBoundLaunch(BoundLaunch):
         self._packed = PackedArguments(kernel.signature, checked)
         self._argv_address = self._packed.address or 0
         self._geometry: dict = {}
+        if self._argv_address:  # found again if a launch is abandoned with blocks still running
+            kernel.module.backend._packed_by_address[self._argv_address] = self._packed
 
     def set_scalar(self, index: int, value) -> None:
         self._packed.set_scalar(index, value)
 
     def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
+        if next(self._packed.due): self._packed.verify()  # stale pointers: 1st launch, then every 64th
         key = (grid if isinstance(grid, int) else tuple(grid), block if isinstance(block, int) else tuple(block),
                shared_mem)
         geometry = self._geometry.get(key)
@@ -259,6 +291,8 @@ class CpuBackend(Backend):
         self._flags = COMMON_FLAGS + MODES[self.mode]
         self._identity = _compiler_identity(self.cxx) + " " + " ".join(self._flags)
         self._runtime = self._load_runtime()
+        self._packed_by_address: "weakref.WeakValueDictionary[int, PackedArguments]" = weakref.WeakValueDictionary()
+        self._signals = self._runtime.wd_cpu_install_signal_handlers()
         self._error = ctypes.create_string_buffer(2048)
         self._launch_fn = self._runtime.wd_cpu_launch
         self._launch_fn.restype = ctypes.c_int
@@ -291,7 +325,7 @@ class CpuBackend(Backend):
             return _RUNTIME[1]
         flags = COMMON_FLAGS + MODES["asan" if flavour == "asan" else "release"]
         key = build_cache.cache_key(RUNTIME_SOURCE.read_text(), _compiler_identity(self.cxx), " ".join(flags))
-        target = build_cache.cache_root() / "cpu" / f"wd_runtime_{key}.so"
+        target = build_cache.cache_dir("cpu") / f"wd_runtime_{key}.so"
         build_cache.build_atomically(
             target,
             lambda tmp: build_cache.run_compiler(
@@ -317,9 +351,40 @@ class CpuBackend(Backend):
 
     def _launch(self, kernel: CpuKernel, argv_address: int, geometry) -> None:
         grid, block = geometry
-        if self._launch_fn(kernel.name_bytes, kernel.thread_fn, kernel.threads_fn, argv_address, ctypes.addressof(grid),
-                           ctypes.addressof(block), ctypes.addressof(self._error), len(self._error)) != 0:
-            raise KernelLaunchError(self._error.value.decode(errors="replace"))
+        # ctypes releases the GIL for the call; a Ctrl-C reaches the runtime's
+        # handler, and Python's own raises KeyboardInterrupt as the call returns.
+        try:
+            rc = self._launch_fn(kernel.name_bytes, kernel.thread_fn, kernel.threads_fn, argv_address,
+                                 ctypes.addressof(grid), ctypes.addressof(block), ctypes.addressof(self._error),
+                                 len(self._error))
+        except BaseException as exc:
+            self._interrupted(exc, argv_address)
+            raise
+        if rc != 0:
+            self._launch_failed(rc, argv_address)
+
+    def _interrupted(self, exc: BaseException, argv_address: int) -> None:
+        """An exception (KeyboardInterrupt) raised as the launch returned: say
+        which kernel it cut short, and keep the arguments of blocks that still run."""
+        rc = self._runtime.wd_cpu_last_status()
+        if rc in (_INTERRUPTED, _ABANDONED):
+            if rc == _ABANDONED and argv_address in self._packed_by_address:
+                _ABANDONED_ARGUMENTS.append(self._packed_by_address[argv_address])
+            exc.add_note(self._error.value.decode(errors="replace"))
+
+    def _launch_failed(self, rc: int, argv_address: int) -> None:
+        message = self._error.value.decode(errors="replace")
+        if rc in (_INTERRUPTED, _ABANDONED):
+            try:
+                # Python's SIGINT handler, if it has not run yet (KeyboardInterrupt
+                # by default; nothing on a thread other than the main one).
+                ctypes.pythonapi.PyErr_CheckSignals()
+            except BaseException as exc:
+                self._interrupted(exc, argv_address)
+                raise
+            if rc == _ABANDONED and argv_address in self._packed_by_address:
+                _ABANDONED_ARGUMENTS.append(self._packed_by_address[argv_address])
+        raise KernelLaunchError(message)
 
     # ---------------------------------------------------------------- builds
     def build(self, sources, include_dirs=(), defines=None) -> CpuModule:
@@ -340,10 +405,10 @@ class CpuBackend(Backend):
         # and the compiler with its flags.
         key = build_cache.cache_key(preprocessed, unit_text, self._identity, " ".join(define_flags),
                                     EMULATION_HEADER.read_text(), RUNTIME_SOURCE.read_text())
+        self._signals = self._runtime.wd_cpu_install_signal_handlers()  # again: another may have taken over
         if key in self._modules:
             return self._modules[key]
-        directory = build_cache.cache_root() / "cpu"
-        directory.mkdir(parents=True, exist_ok=True)
+        directory = build_cache.cache_dir("cpu")
         target = directory / f"module_{key}.so"
 
         def compile_to(tmp: Path) -> None:

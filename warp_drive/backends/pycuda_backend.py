@@ -45,7 +45,8 @@ is a loadable ``ET_EXEC`` image with no unresolved symbols (checked with nvcc
 The cache key hashes the marker-pass text, the *contents* of every file nvcc
 reads (``nvcc -M``; so a change inside an ``#ifdef __CUDACC__`` branch of a
 header rebuilds too), nvcc's ``--version``, the flags and the target
-architecture. Products go to ``cache_root()/pycuda``, built atomically.
+architecture. Products go to ``cache_root()/pycuda``, built atomically and
+verified against their recorded sha256 before every load (see :mod:`build_cache`).
 """
 
 from __future__ import annotations
@@ -278,8 +279,7 @@ def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path
     except ValueError as exc:
         raise KernelBuildError(str(exc)) from None
 
-    directory = build_cache.cache_root() / "pycuda"
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = build_cache.cache_dir("pycuda")
     unit_text = unit_source(paths)
     unit = directory / f"unit_{build_cache.cache_key(unit_text)}.cu"
     if not unit.exists() or unit.read_text() != unit_text:
@@ -382,6 +382,7 @@ class PyCudaBoundLaunch(BoundLaunch):
         self._packed.set_scalar(index, value)
 
     def launch(self, grid, block, shared_mem: int = 0, cooperative: bool = False) -> None:
+        if next(self._packed.due): self._packed.verify()  # stale pointers: 1st launch, then every 64th
         try:
             geometry = self._geometry[(grid, block)]
         except (KeyError, TypeError):  # TypeError: lists are not hashable; they are just not cached

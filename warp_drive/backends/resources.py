@@ -106,9 +106,9 @@ def ptxas_resources(sources: Sequence[str | Path], include_dirs: Sequence[str | 
     from warp_drive.backends.pycuda_backend import NvccToolchain, plan_build
 
     plan = plan_build(NvccToolchain.find(), arch, sources, include_dirs, defines)
-    report = build_cache.cache_root() / "pycuda" / f"resources_{plan.key}.json"
-    if report.exists():
-        return {name: KernelResources(**fields) for name, fields in json.loads(report.read_text()).items()}
+    # Verified against its recorded hash like every cached product: an altered
+    # or truncated report is rebuilt, never believed.
+    report = build_cache.cache_dir("pycuda") / f"resources_{plan.key}.json"
 
     def compile_to(tmp: Path) -> None:
         # plan.command ends with "-o <cubin>"

@@ -19,7 +19,28 @@
 //   * Blocks are claimed through one 64-bit ticket {launch sequence, next
 //     block}, so a worker that wakes late can never run a block of an older
 //     launch with a newer launch's arguments.
+//   * Interrupts (x86-64, not under ASan): a SIGINT handler, chained in front of
+//     Python's, sets a cancel flag that workers check at every block boundary
+//     and barrier, and, when it lands on the launching thread while that thread
+//     runs kernel code, abandons that thread's block at once (longjmp / fiber
+//     switch back to the scheduler), so the launch returns and Python raises
+//     KeyboardInterrupt. Blocks other workers run in a loop with no barrier
+//     cannot be stopped: after a short grace the launch returns anyway, and the
+//     executor refuses launches (naming the kernel) until those blocks return.
+//     Kernel code interrupted inside a C library call (printf) is not
+//     abandoned there (it may hold libc's locks); it stops at its next barrier.
+//   * A fiber that runs past its stack hits a guard page; a SIGSEGV handler on
+//     an alternate signal stack recognises that page, abandons the block and
+//     the launch fails naming the kernel and WARP_DRIVE_CPU_STACK_KB. Fibers
+//     take two memory maps each; a block needing more fibers than the process
+//     may map (vm.max_map_count) or more stack than the machine has is refused
+//     with a clear error before its fibers are allocated.
+#undef _FORTIFY_SOURCE  // longjmp out of signal handlers across stacks, on purpose
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,8 +65,10 @@
 #define WD_ASAN 1
 #endif
 
-#if !defined(__x86_64__)
 #include <ucontext.h>
+
+#if defined(__x86_64__) && !defined(WD_ASAN)
+#define WD_CAN_ESCAPE 1  // signal handlers may leave kernel code (see the top of this file)
 #endif
 
 struct dim3 {
@@ -120,6 +143,37 @@ size_t fiber_stack_bytes() {
   return bytes;
 }
 
+long stack_kb_setting() {
+  const char* env = getenv("WARP_DRIVE_CPU_STACK_KB");
+  return env ? atol(env) : 128;
+}
+
+// Fibers of all workers together: each is an mmap split in two by its guard page.
+std::atomic<long> fibers_mapped{0};
+
+long max_map_count() {
+  static long value = [] {
+    long v = 65530;
+    if (FILE* f = fopen("/proc/sys/vm/max_map_count", "r")) {
+      if (fscanf(f, "%ld", &v) != 1) v = 65530;
+      fclose(f);
+    }
+    return v;
+  }();
+  return value;
+}
+
+// How many fibers this process may hold: a quarter of the map budget is left
+// to everything else (Python, torch, libraries), and their stacks together may
+// not exceed the machine's memory.
+long fiber_budget() {
+  long by_maps = max_map_count() * 3 / 4 / 2;
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long by_memory = pages > 0 ? (long)((double)pages * (double)page_size() / (double)(fiber_stack_bytes() + page_size()))
+                             : by_maps;
+  return by_maps < by_memory ? by_maps : by_memory;
+}
+
 struct Fiber {
   enum State { IDLE, RUNNING, AT_BARRIER, DONE };
   char* stack_low = nullptr;  // usable stack: [stack_low, stack_low + size)
@@ -134,18 +188,39 @@ struct Fiber {
   int predicate = 0;
   int barrier_result = 0;
 
-  void allocate() {
+  bool allocate() {
     size = fiber_stack_bytes();
     size_t total = size + page_size();  // + a guard page: overflow faults instead of corrupting
     void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) {
-      fprintf(stderr, "warp_drive cpu executor: cannot map a %zu-byte fiber stack: %s\n", total, strerror(errno));
-      abort();
+    if (mem == MAP_FAILED) return false;
+    if (mprotect(mem, page_size(), PROT_NONE) != 0) {
+      munmap(mem, total);
+      return false;
     }
-    mprotect(mem, page_size(), PROT_NONE);
     stack_low = (char*)mem + page_size();
+    fibers_mapped.fetch_add(1, std::memory_order_relaxed);
+    return true;
   }
 };
+
+// Threads known to the signal handlers, found by kernel thread id (no TLS in
+// a handler: a thread that never used this library has no block for it yet).
+struct Worker;
+constexpr int kMaxRegistered = 1024;
+std::atomic<long> registered_tid[kMaxRegistered];
+std::atomic<Worker*> registered_worker[kMaxRegistered];
+
+long current_tid() { return syscall(SYS_gettid); }
+
+Worker* find_worker(long tid) {
+  for (int i = 0; i < kMaxRegistered; ++i)
+    if (registered_tid[i].load(std::memory_order_acquire) == tid) return registered_worker[i].load();
+  return nullptr;
+}
+
+std::atomic<int> interrupt_requested{0};  // set by SIGINT; cleared when a launch starts
+std::atomic<long> launching_tid{0};      // the thread inside wd_cpu_launch, 0 when none
+std::atomic<int> last_status{0};         // what the last launch returned
 
 struct Job;
 
@@ -165,19 +240,96 @@ struct Worker {
   Job* job = nullptr;
   wd_thread_index index{};
   unsigned int current = 0;
-  bool plain_mode = false;
-  bool failed = false;
+  volatile bool plain_mode = false;
+  volatile bool failed = false;
   jmp_buf plain_abort;
+  // Set while this thread runs kernel code (not the runtime's own), read by
+  // the signal handlers on this same thread.
+  volatile sig_atomic_t in_kernel = 0;
+  volatile sig_atomic_t on_fiber = 0;  // a fiber (not the scheduler) runs on this thread
+  // What a signal handler did, reported (it may not allocate) once back here.
+  enum Event { NONE, INTERRUPTED, STACK_OVERFLOW };
+  volatile sig_atomic_t event = NONE;
+  unsigned int event_thread = 0;
+  long tid = 0;
+  int slot = -1;
+  void* altstack = nullptr;
+  size_t altstack_size = 0;
 
-  ~Worker() {
-    for (Fiber& f : fibers) munmap(f.stack_low - page_size(), f.size + page_size());
+  Worker() {
+    tid = current_tid();
+    for (int i = 0; i < kMaxRegistered; ++i) {
+      long expected = 0;
+      if (registered_tid[i].compare_exchange_strong(expected, -1)) {  // claimed, not yet visible
+        registered_worker[i].store(this);
+        registered_tid[i].store(tid, std::memory_order_release);
+        slot = i;
+        break;
+      }
+    }
+    // The guard-page handler needs a stack of its own when a fiber's is used up.
+    stack_t current{};
+    if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+      altstack_size = 64 * 1024;
+      void* mem = mmap(nullptr, altstack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem != MAP_FAILED) {
+        stack_t mine{};
+        mine.ss_sp = mem;
+        mine.ss_size = altstack_size;
+        if (sigaltstack(&mine, nullptr) == 0) altstack = mem;
+        else munmap(mem, altstack_size);
+      }
+    }
   }
 
-  void ensure_fibers(size_t n) {
-    if (fibers.size() >= n) return;
+  ~Worker() {
+    if (slot >= 0) registered_tid[slot].store(0, std::memory_order_release);
+    for (Fiber& f : fibers) {
+      munmap(f.stack_low - page_size(), f.size + page_size());
+      fibers_mapped.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (altstack) {
+      stack_t off{};
+      off.ss_flags = SS_DISABLE;
+      sigaltstack(&off, nullptr);
+      munmap(altstack, altstack_size);
+    }
+  }
+
+  // False (with the reason in `why`) when the fibers cannot be had.
+  bool ensure_fibers(size_t n, char* why, size_t why_size) {
+    if (fibers.size() >= n) return true;
     size_t old = fibers.size();
+    long budget = fiber_budget();
+    if (fibers_mapped.load(std::memory_order_relaxed) + (long)(n - old) > budget) {
+      long by_maps = max_map_count() * 3 / 4 / 2;
+      char limit[192];
+      if (budget >= by_maps)
+        snprintf(limit, sizeof limit, "two memory maps each, and vm.max_map_count=%ld allows this process at most %ld "
+                 "fibers; raise vm.max_map_count, or use smaller blocks or fewer workers (each keeps its own fibers)",
+                 max_map_count(), budget);
+      else
+        snprintf(limit, sizeof limit, "the machine's memory holds at most %ld such stacks; use smaller blocks, fewer "
+                 "workers, or a lower WARP_DRIVE_CPU_STACK_KB", budget);
+      snprintf(why, why_size,
+               "a block of %zu threads that reaches __syncthreads() runs each thread on a fiber of its own (a %zu KiB "
+               "stack, WARP_DRIVE_CPU_STACK_KB=%ld, + a guard page), %ld fibers already in use: %s",
+               n, fiber_stack_bytes() / 1024, stack_kb_setting(), (long)fibers_mapped.load(), limit);
+      return false;
+    }
     fibers.resize(n);
-    for (size_t i = old; i < n; ++i) fibers[i].allocate();
+    for (size_t i = old; i < n; ++i) {
+      if (!fibers[i].allocate()) {
+        int err = errno;
+        fibers.resize(i);
+        snprintf(why, why_size,
+                 "cannot map fiber stack %zu of a block of %zu threads (%zu KiB each, WARP_DRIVE_CPU_STACK_KB=%ld): "
+                 "%s; use smaller blocks or lower WARP_DRIVE_CPU_STACK_KB",
+                 i, n, fiber_stack_bytes() / 1024, stack_kb_setting(), strerror(err));
+        return false;
+      }
+    }
+    return true;
   }
 };
 
@@ -215,6 +367,25 @@ void report(Worker* w, const char* fmt, ...) {
   }
 }
 
+// Kernel code starts (or resumes) on this thread. A SIGINT that came while the
+// runtime's own code ran (the handler left it alone) is honoured here, so the
+// launching thread never enters an endless kernel after Ctrl-C. True when the
+// kernel may run.
+inline bool enter_kernel(Worker* w) {
+  w->in_kernel = 1;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (__builtin_expect(interrupt_requested.load(std::memory_order_relaxed) != 0, 0)) {
+    w->in_kernel = 0;
+    return false;
+  }
+  return true;
+}
+
+inline void leave_kernel(Worker* w) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  w->in_kernel = 0;
+}
+
 void set_thread(Worker* w, unsigned int t) {
   const dim3& b = w->job->block;
   w->current = t;
@@ -228,13 +399,38 @@ void set_thread(Worker* w, unsigned int t) {
 void run_plain_threads(Worker* w, unsigned int n) {
   if (n < 2) return;
   set_thread(w, 1);
+  if (!enter_kernel(w)) {
+    w->failed = true;
+    return;
+  }
   w->job->threads_fn(w->job->args, &w->index, n - 1);
+  leave_kernel(w);
 }
 
 unsigned int linear_thread(const Worker* w) {
   const dim3& t = w->index.thread;
   const dim3& b = w->job->block;
   return t.x + b.x * (t.y + b.y * t.z);
+}
+
+void thread_name(char* out, size_t n, Worker* w, unsigned int t);
+
+// What a signal handler did on this thread, reported now that allocating is safe.
+void report_event(Worker* w) {
+  int event = w->event;
+  if (event == Worker::NONE) return;
+  w->event = Worker::NONE;
+  char me[64];
+  thread_name(me, sizeof me, w, w->event_thread);
+  if (event == Worker::STACK_OVERFLOW) {
+    report(w,
+           "thread %s overflowed its fiber stack of %zu KiB (it hit the guard page below the stack): the kernel's "
+           "local variables and calls need more stack per thread; set WARP_DRIVE_CPU_STACK_KB to more than %ld "
+           "(read once, before the cpu executor's first launch in the process)",
+           me, fiber_stack_bytes() / 1024, stack_kb_setting() < 16 ? 16 : stack_kb_setting());
+  } else {
+    report(w, "interrupted by SIGINT (Ctrl-C) while thread %s ran kernel code; the launch did not complete", me);
+  }
 }
 
 // Enter a fiber from the scheduler and come back when it yields or finishes.
@@ -245,17 +441,35 @@ void switch_to_fiber(Worker* w, unsigned int t) {
 #if defined(WD_ASAN)
   __sanitizer_start_switch_fiber(&w->asan_fake_stack, f.stack_low, f.size);
 #endif
+  w->on_fiber = 1;
 #if defined(__x86_64__)
   wd_fiber_switch(&w->scheduler_sp, f.sp);
 #else
   swapcontext(&w->scheduler_context, &f.context);
 #endif
+  w->on_fiber = 0;
 #if defined(WD_ASAN)
   __sanitizer_finish_switch_fiber(w->asan_fake_stack, nullptr, nullptr);
 #endif
+  if (w->event != Worker::NONE) report_event(w);
 }
 
+
+
 // Leave the running fiber for the scheduler.
+void yield_to_scheduler(Worker* w, Fiber& f);
+
+// The current fiber gives up: the block is abandoned (never resumed).
+[[noreturn]] void abandon_fiber(Worker* w, int event) {
+  w->event = event;
+  w->event_thread = w->current;
+  w->failed = true;
+  Fiber& f = w->fibers[w->current];
+  f.state = Fiber::DONE;
+  yield_to_scheduler(w, f);
+  __builtin_unreachable();
+}
+
 void yield_to_scheduler(Worker* w, Fiber& f) {
 #if defined(WD_ASAN)
   void* fake = nullptr;
@@ -278,7 +492,9 @@ extern "C" void wd_fiber_main(void* arg) {
   __sanitizer_finish_switch_fiber(nullptr, &w->scheduler_stack_bottom, &w->scheduler_stack_size);
 #endif
   unsigned int t = w->current;
+  if (!enter_kernel(w)) abandon_fiber(w, Worker::INTERRUPTED);
   w->job->fn(w->job->args, &w->index);
+  leave_kernel(w);
   Fiber& f = w->fibers[t];
   f.state = Fiber::DONE;
   yield_to_scheduler(w, f);
@@ -379,13 +595,26 @@ void run_block(Worker* w, uint64_t linear) {
     w->plain_mode = true;
     if (setjmp(w->plain_abort) == 0) {
       set_thread(w, 0);
-      job->fn(job->args, &w->index);
+      if (enter_kernel(w)) {
+        job->fn(job->args, &w->index);
+        leave_kernel(w);
+      } else {
+        w->failed = true;
+      }
+    } else {
+      w->in_kernel = 0;
+      if (w->event != Worker::NONE) report_event(w);
     }
     w->plain_mode = false;
     w->index.block_changed = 0;
     return;
   }
-  w->ensure_fibers(1);
+  char why[768];
+  if (!w->ensure_fibers(1, why, sizeof why)) {
+    report(w, "%s", why);
+    w->failed = true;
+    return;
+  }
   start_fiber(w, 0);
   w->index.block_changed = 0;
   if (w->failed) return;
@@ -393,7 +622,9 @@ void run_block(Worker* w, uint64_t linear) {
     stat_plain_blocks.fetch_add(1, std::memory_order_relaxed);
     w->plain_mode = true;
     if (setjmp(w->plain_abort) != 0) {
+      w->in_kernel = 0;
       w->plain_mode = false;
+      if (w->event != Worker::NONE) report_event(w);
       return;  // the error is recorded; the rest of the block is abandoned
     }
     run_plain_threads(w, n);
@@ -402,7 +633,11 @@ void run_block(Worker* w, uint64_t linear) {
   }
 
   stat_fiber_blocks.fetch_add(1, std::memory_order_relaxed);
-  w->ensure_fibers(n);
+  if (!w->ensure_fibers(n, why, sizeof why)) {
+    report(w, "%s", why);
+    w->failed = true;
+    return;
+  }
   for (unsigned int t = 1; t < n; ++t) {
     start_fiber(w, t);
     if (w->failed) return;
@@ -456,6 +691,16 @@ class Pool {
 
   int launch(Job& job_args) {
     std::lock_guard<std::mutex> lock(launch_mutex_);
+    if (abandoned_blocks_ != 0) {
+      if (job_.done_blocks.load(std::memory_order_acquire) < abandoned_blocks_) {
+        job_args.error = std::string("the cpu executor is unusable: an interrupted launch of kernel ") + abandoned_kernel_ +
+                         " left blocks running kernel code on worker threads that cannot be stopped (a loop with no "
+                         "__syncthreads() checks no interrupt); it accepts launches again once they return. Restart "
+                         "the process to get it back now";
+        return 1;
+      }
+      abandoned_blocks_ = 0;  // they returned: the pool is whole again
+    }
     Job& job = job_;
     job.kernel = job_args.kernel;
     job.fn = job_args.fn;
@@ -472,7 +717,10 @@ class Pool {
     Worker& me = this_thread_worker();
     if (total == 1 || n_threads_ == 1) {
       me.job = &job;
-      for (uint64_t b = 0; b < total && !job.failed.load(std::memory_order_relaxed); ++b) run_block(&me, b);
+      for (uint64_t b = 0; b < total && !job.failed.load(std::memory_order_relaxed) &&
+                          !interrupt_requested.load(std::memory_order_relaxed);
+           ++b)
+        run_block(&me, b);
       return finish(job_args);
     }
     uint32_t seq = sequence_.load(std::memory_order_relaxed) + 1;
@@ -489,12 +737,40 @@ class Pool {
     uint64_t last = ticket_.exchange(((uint64_t)seq << 32) | 0xffffffffu, std::memory_order_acq_rel);
     uint64_t claimed = (uint32_t)last;
     if (claimed > total) claimed = total;
-    while (job.done_blocks.load(std::memory_order_acquire) < claimed) cpu_relax();
+    std::chrono::steady_clock::time_point interrupted_at{};
+    bool interrupted = false;
+    while (job.done_blocks.load(std::memory_order_acquire) < claimed) {
+      cpu_relax();
+      if (__builtin_expect(interrupt_requested.load(std::memory_order_relaxed) != 0, 0)) {
+        auto now = std::chrono::steady_clock::now();
+        if (!interrupted) {
+          interrupted = true;
+          interrupted_at = now;
+        } else if (now - interrupted_at > std::chrono::milliseconds(300)) {
+          // Blocks that ignore the interrupt (no barrier in their loop): give
+          // up on them, and refuse launches until they return.
+          abandoned_blocks_ = claimed;
+          snprintf(abandoned_kernel_, sizeof abandoned_kernel_, "%s", job.kernel);
+          uint64_t running = claimed - job.done_blocks.load();
+          job_args.error = std::string("kernel ") + job.kernel + ": interrupted by SIGINT (Ctrl-C), but " +
+                           std::to_string(running) +
+                           " of its blocks still run on other worker threads in a loop with no __syncthreads(), where "
+                           "an interrupt cannot stop them; the launch was abandoned and the cpu executor refuses "
+                           "launches until those blocks return";
+          return 3;
+        }
+      }
+    }
     return finish(job_args);
   }
 
  private:
   int finish(Job& out) {
+    if (interrupt_requested.load()) {
+      out.error = std::string("kernel ") + job_.kernel + ": launch interrupted by SIGINT (Ctrl-C); it did not complete";
+      if (job_.failed.load() && job_.error.find("SIGINT") != std::string::npos) out.error = job_.error;
+      return 2;
+    }
     if (job_.failed.load()) {
       out.error = job_.error;
       return 1;
@@ -507,7 +783,8 @@ class Pool {
     for (;;) {
       if ((uint32_t)(v >> 32) != seq) return false;
       uint64_t b = (uint32_t)v;
-      if (b >= job_.total_blocks.load(std::memory_order_relaxed) || job_.failed.load(std::memory_order_relaxed))
+      if (b >= job_.total_blocks.load(std::memory_order_relaxed) || job_.failed.load(std::memory_order_relaxed) ||
+          interrupt_requested.load(std::memory_order_relaxed))
         return false;
       if (ticket_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) {
         *block = b;
@@ -517,6 +794,11 @@ class Pool {
   }
 
   void worker_main(uint32_t seen) {
+    // Ctrl-C goes to the thread that launched (Python's); workers see the flag.
+    sigset_t interrupt;
+    sigemptyset(&interrupt);
+    sigaddset(&interrupt, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &interrupt, nullptr);
     Worker& me = this_thread_worker();
     for (;;) {
       // Spin briefly (launches come back to back in a step loop), then sleep.
@@ -547,6 +829,11 @@ class Pool {
   std::atomic<bool> stopping_{false};
   std::mutex launch_mutex_;
   Job job_;
+  uint64_t abandoned_blocks_ = 0;  // blocks an interrupted launch left running (0: none)
+  char abandoned_kernel_[256] = "";
+
+ public:
+  bool unusable() const { return abandoned_blocks_ != 0 && job_.done_blocks.load() < abandoned_blocks_; }
 };
 
 std::mutex pool_mutex;
@@ -565,6 +852,115 @@ Pool& get_pool() {
   return *pool;
 }
 
+
+// ------------------------------------------------------------------ signals
+struct sigaction previous_sigint, previous_segv;
+bool sigint_installed = false, segv_installed = false;
+uintptr_t libc_text_lo[8], libc_text_hi[8];
+int libc_text_ranges = 0;
+
+int find_libc_text(struct dl_phdr_info* info, size_t, void* data) {
+  uintptr_t inside = (uintptr_t)data;
+  bool found = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && inside >= lo && inside < lo + ph.p_memsz) found = true;
+  }
+  if (!found) return 0;
+  for (int i = 0; i < info->dlpi_phnum && libc_text_ranges < 8; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+      libc_text_lo[libc_text_ranges] = info->dlpi_addr + ph.p_vaddr;
+      libc_text_hi[libc_text_ranges] = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+      ++libc_text_ranges;
+    }
+  }
+  return 1;
+}
+
+#if defined(WD_CAN_ESCAPE)
+// Kernel code inside a C library call may hold libc's locks (printf's stdout
+// lock, malloc's arena lock): never abandoned there.
+bool pc_in_libc(void* context) {
+  uintptr_t pc = (uintptr_t)((ucontext_t*)context)->uc_mcontext.gregs[REG_RIP];
+  for (int i = 0; i < libc_text_ranges; ++i)
+    if (pc >= libc_text_lo[i] && pc < libc_text_hi[i]) return true;
+  return false;
+}
+
+// Leave the kernel code a signal interrupted, for the scheduler (fiber) or the
+// block's setjmp (plain call). The signal frame is abandoned; SA_NODEFER kept
+// the signal unblocked; the interrupted code's floating-point modes come back.
+[[noreturn]] void abandon_from_handler(Worker* w, int event, void* context) {
+  ucontext_t* uc = (ucontext_t*)context;
+  if (uc->uc_mcontext.fpregs) {
+    unsigned int mxcsr = uc->uc_mcontext.fpregs->mxcsr;
+    unsigned short cwd = uc->uc_mcontext.fpregs->cwd;
+    asm volatile("ldmxcsr %0" ::"m"(mxcsr));
+    asm volatile("fldcw %0" ::"m"(cwd));
+  }
+  w->event = event;
+  w->event_thread = w->plain_mode ? linear_thread(w) : w->current;
+  w->failed = true;
+  w->in_kernel = 0;
+  if (w->plain_mode) longjmp(w->plain_abort, 1);
+  Fiber& f = w->fibers[w->current];
+  f.state = Fiber::DONE;
+  wd_fiber_switch(&f.sp, w->scheduler_sp);
+  __builtin_unreachable();
+}
+#endif
+
+void call_previous(const struct sigaction& previous, int sig, siginfo_t* info, void* context) {
+  if (previous.sa_flags & SA_SIGINFO) {
+    if (previous.sa_sigaction) previous.sa_sigaction(sig, info, context);
+  } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);
+  }
+}
+
+extern "C" void wd_sigint_handler(int sig, siginfo_t* info, void* context) {
+  int saved_errno = errno;
+  interrupt_requested.store(1);
+  call_previous(previous_sigint, sig, info, context);  // Python's: KeyboardInterrupt after the launch returns
+  long tid = current_tid();
+  Worker* w = find_worker(tid);
+#if defined(WD_CAN_ESCAPE)
+  if (w && w->in_kernel && !pc_in_libc(context)) {
+    errno = saved_errno;
+    abandon_from_handler(w, Worker::INTERRUPTED, context);
+  }
+#endif
+  long launcher = launching_tid.load();
+  if (launcher > 0 && launcher != tid) syscall(SYS_tgkill, (long)getpid(), launcher, SIGINT);  // it may be in a kernel
+  errno = saved_errno;
+}
+
+#if defined(WD_CAN_ESCAPE)
+extern "C" void wd_sigsegv_handler(int sig, siginfo_t* info, void* context) {
+  Worker* w = find_worker(current_tid());
+  if (info->si_code > 0 && w && w->on_fiber && !w->plain_mode && w->current < w->fibers.size()) {
+    Fiber& f = w->fibers[w->current];
+    char* addr = (char*)info->si_addr;
+    if (addr >= f.stack_low - page_size() && addr < f.stack_low) abandon_from_handler(w, Worker::STACK_OVERFLOW, context);
+  }
+  // Not ours: what was there before (Python's faulthandler, or the default
+  // action). A handler that chains back to us (one installed after us, then
+  // ours again in front of it) ends in the default action, not a loop.
+  static volatile sig_atomic_t chaining = 0;
+  if (!chaining && (previous_segv.sa_flags & SA_SIGINFO
+                        ? previous_segv.sa_sigaction != nullptr
+                        : (previous_segv.sa_handler != SIG_DFL && previous_segv.sa_handler != SIG_IGN))) {
+    chaining = 1;
+    call_previous(previous_segv, sig, info, context);
+    chaining = 0;
+    return;
+  }
+  signal(SIGSEGV, SIG_DFL);  // returning re-runs the faulting instruction: the default action
+}
+#endif
+
 }  // namespace
 
 // ------------------------------------------------------------------ C API
@@ -572,6 +968,7 @@ Pool& get_pool() {
 WD_EXPORT int wd_cpu_barrier(const char* file, int line, int predicate) {
   Worker* w = tl_worker;
   if (w->plain_mode) {
+    w->in_kernel = 0;
     char me[64];
     thread_name(me, sizeof me, w, linear_thread(w));
     w->failed = true;
@@ -581,17 +978,21 @@ WD_EXPORT int wd_cpu_barrier(const char* file, int line, int predicate) {
            me, file, line);
     longjmp(w->plain_abort, 1);
   }
+  leave_kernel(w);
+  if (interrupt_requested.load(std::memory_order_relaxed)) abandon_fiber(w, Worker::INTERRUPTED);
   Fiber& f = w->fibers[w->current];
   f.state = Fiber::AT_BARRIER;
   f.site_file = file;
   f.site_line = line;
   f.predicate = predicate;
   yield_to_scheduler(w, f);
+  if (!enter_kernel(w)) abandon_fiber(w, Worker::INTERRUPTED);
   return f.barrier_result;
 }
 
 WD_EXPORT void wd_cpu_device_fail(const char* what, const char* file, int line) {
   Worker* w = tl_worker;
+  w->in_kernel = 0;
   char me[64];
   thread_name(me, sizeof me, w, w->plain_mode ? linear_thread(w) : w->current);
   report(w, "thread %s: device assertion `%s` failed at %s:%d", me, what, file, line);
@@ -621,16 +1022,70 @@ WD_EXPORT int wd_cpu_launch(const char* kernel, wd_thread_fn fn, wd_threads_fn t
   }
   job.total_blocks.store(total);
   stat_launches.fetch_add(1, std::memory_order_relaxed);
-  int rc = get_pool().launch(job);
+  Pool& p = get_pool();
+  interrupt_requested.store(0, std::memory_order_relaxed);
+  launching_tid.store(this_thread_worker().tid, std::memory_order_relaxed);
+  int rc = p.launch(job);
+  launching_tid.store(0, std::memory_order_relaxed);
+  last_status.store(rc, std::memory_order_relaxed);
   fflush(stdout);  // device printf output appears when the launch returns
   if (rc != 0) snprintf(error, error_size, "%s", job.error.c_str());
-  return rc;
+  return rc;  // 0, 1 (error), 2 (interrupted) or 3 (interrupted; blocks left running)
 }
+
+
+// (Re)install the SIGINT and SIGSEGV handlers in front of whatever is there
+// (Python's SIGINT handler, faulthandler's SIGSEGV one), unless they already
+// are. Called when a cpu backend is made and at every build; a handler
+// installed later (signal.signal, faulthandler.enable) replaces them until then.
+// Returns a bit mask: 1 SIGINT handled, 2 stack overflows handled.
+WD_EXPORT int wd_cpu_install_signal_handlers() {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (libc_text_ranges == 0) {
+    Dl_info info;
+    if (dladdr((void*)&fprintf, &info) && info.dli_fbase) dl_iterate_phdr(find_libc_text, info.dli_fbase);
+  }
+  this_thread_worker();  // the launching thread: registered, with an alternate signal stack
+  int out = 0;
+  struct sigaction now;
+  if (sigaction(SIGINT, nullptr, &now) == 0) {
+    bool ours = (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == wd_sigint_handler;
+    bool handled = (now.sa_flags & SA_SIGINFO) ? now.sa_sigaction != nullptr
+                                               : (now.sa_handler != SIG_DFL && now.sa_handler != SIG_IGN);
+    if (!ours && handled) {  // SIG_DFL / SIG_IGN: Ctrl-C already ends (or never reaches) the process
+      struct sigaction mine{};
+      mine.sa_sigaction = wd_sigint_handler;
+      mine.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+      sigemptyset(&mine.sa_mask);
+      if (sigaction(SIGINT, &mine, &previous_sigint) == 0) sigint_installed = true;
+    }
+    if (ours || (handled && sigint_installed)) out |= 1;
+  }
+#if defined(WD_CAN_ESCAPE)
+  if (sigaction(SIGSEGV, nullptr, &now) == 0) {
+    bool ours = (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == wd_sigsegv_handler;
+    if (!ours) {
+      struct sigaction mine{};
+      mine.sa_sigaction = wd_sigsegv_handler;
+      mine.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+      sigemptyset(&mine.sa_mask);
+      if (sigaction(SIGSEGV, &mine, &previous_segv) == 0) segv_installed = true;
+    }
+    out |= 2;
+  }
+#endif
+  return out;
+}
+
+// What the last launch returned (for Python, when a KeyboardInterrupt came first).
+WD_EXPORT int wd_cpu_last_status() { return last_status.load(); }
 
 WD_EXPORT int wd_cpu_num_workers() { return get_pool().size(); }
 
 WD_EXPORT void wd_cpu_set_num_workers(int n) {
   std::lock_guard<std::mutex> lock(pool_mutex);
+  if (pool && pool->unusable()) return;  // its threads cannot be joined while they run abandoned blocks
   delete pool;
   pool = new Pool(n > 0 ? n : default_workers());
 }
