@@ -17,7 +17,7 @@ import pytest
 import warp_drive.training
 from warp_drive.cli import main
 from warp_drive.registry import registered_envs
-from warp_drive.training.config import RunConfig, available_configs
+from warp_drive.training.config import RunConfig, available_configs, load_config
 
 
 @pytest.fixture
@@ -65,10 +65,15 @@ def test_train_calls_run_train_with_the_validated_config(fake_run, capsys):
     assert "run directory:" in capsys.readouterr().out
 
 
-def test_train_passes_resume_and_progress(fake_run):
-    assert main(["train", "-c", "dummy_env", "--resume", "latest"]) == 0
+def test_train_passes_resume_and_progress(fake_run, tmp_path):
+    run_dir = tmp_path / "runs" / "dummy_env" / "experiment" / "20250101-000000"
+    run_dir.mkdir(parents=True)
+    saved = load_config("dummy_env", [f"saving.basedir={tmp_path / 'runs'}", "trainer.seed=3"])
+    (run_dir / "config.yaml").write_text(saved.to_yaml())
+    assert main(["train", "-c", "dummy_env", "--resume", "latest", "--set", f"saving.basedir={tmp_path / 'runs'}"]) == 0
     (_, config, resume, progress), = fake_run.calls
-    assert resume == "latest" and progress is True and config.trainer.backend == "auto"
+    # The run's own config (seed 3), and the run resolved to its path.
+    assert resume == str(run_dir.resolve()) and progress is True and config.trainer.seed == 3
 
 
 def test_backend_flag_wins_over_set(fake_run):

@@ -111,9 +111,19 @@ def test_train_writes_the_run_directory(gridworld_run):
 
 def test_resume_continues_a_finished_run_without_recomputing(gridworld_run):
     run_dir, basedir = gridworld_run
-    again = train(config("tag_gridworld", basedir=basedir), resume=str(run_dir), progress=False)
+    same = config("tag_gridworld", "trainer.num_envs=16", "trainer.rollout_length=8", "trainer.total_steps=384",
+                  "saving.model_params_save_freq=2", basedir=basedir)
+    again = train(same, resume=str(run_dir), progress=False)
     assert again == run_dir
     assert load_checkpoint(run_dir)["iteration"] == 3
+
+
+def test_resume_refuses_a_config_that_differs_from_the_run(gridworld_run):
+    from warp_drive.training.config import ConfigError
+
+    run_dir, basedir = gridworld_run
+    with pytest.raises(ConfigError, match="trainer.num_envs: run has 16, given 32"):
+        train(config("tag_gridworld", "trainer.num_envs=32", basedir=basedir), resume=str(run_dir), progress=False)
 
 
 def test_checkpoint_loads_into_a_fresh_process_and_evaluates(gridworld_run, tmp_path):

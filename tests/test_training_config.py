@@ -164,6 +164,7 @@ def test_free_form_sections_accept_any_key():
         ({"policy__shared__algorithm": "DDPG"}, "policy.shared.algorithm: expected one of A2C, PPO"),
         ({"policy__shared__algorithm": 3}, "policy.shared.algorithm: expected one of A2C, PPO"),
         ({"trainer__backend": "cuda"}, "trainer.backend: expected one of auto, cpu, cpu-gpu, pycuda"),
+        ({"trainer__on_nonfinite": "ignore"}, "trainer.on_nonfinite: expected one of raise, skip"),
         ({"policy__shared__model__activation": "gelu"}, "policy.shared.model.activation: expected one of tanh, relu"),
         ({"policy__shared__model__fc_dims": 64}, "policy.shared.model.fc_dims: expected a list of positive integers"),
         ({"policy__shared__model__fc_dims": [64, True]}, "policy.shared.model.fc_dims[1]: expected an integer >= 1, got True"),

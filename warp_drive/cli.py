@@ -10,7 +10,9 @@
 
 Configuration mistakes (unknown keys, wrong types, a misspelt env name, env
 constructor arguments the env rejects) end with a message and exit status 2,
-before anything is compiled; a traceback means a bug, not a typo. The training
+before anything is compiled; a traceback means a bug, not a typo. Run directory
+problems (a run another process holds, an unsafe or unreadable checkpoint, a
+full disk) end with a message and exit status 1. The training
 modules (torch and the executors) are imported only by the commands that need
 them, so ``--help``, ``configs`` and ``envs`` answer at once.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import Sequence
 
@@ -27,7 +30,9 @@ from warp_drive.training.autoscale import ScaleError, auto_scale
 from warp_drive.training.config import (
     BACKENDS,
     CONFIG_DIR,
+    RESUMABLE_KEYS,
     ConfigError,
+    RunError,
     available_configs,
     check_env,
     load_config,
@@ -36,6 +41,9 @@ from warp_drive.training.config import (
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; used for bad configs too
 EXIT_INTERRUPTED = 130
+EXIT_RUN_ERROR = 1
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 30.0  # after a forwarded signal, how long torchrun gets to stop its workers before SIGKILL
 
 TRAIN_EPILOG = """\
 examples:
@@ -67,6 +75,23 @@ steps/s; training then runs with the chosen sizes.
 The key must exist in the config schema, except below env.config and
 model.extra; policy.*.KEY sets KEY in every policy. Give --set once with
 several pairs or repeat it; later values win, and --backend wins over both.
+
+--resume RUN_DIR|latest continues a run from its newest intact checkpoint
+(an unreadable one is skipped with a warning; one holding pickled code is
+refused). 'latest' is the newest run of the --config given. The run keeps its
+own config.yaml: --config must name the config it was started from, --backend
+must match its backend, and --set may change only:
+  """ + "\n  ".join(RESUMABLE_KEYS) + """
+e.g. --set trainer.total_steps=2000000 extends a finished run. One process at a
+time may train in a run directory (a lock file, <run>/.lock).
+
+saving.keep_checkpoints (default 5) keeps the newest K checkpoints of a run
+(0 keeps every one). saving.name and saving.tag are relative paths inside
+saving.basedir.
+
+On SIGINT/SIGTERM the --nproc launcher passes the signal on to torchrun and
+its workers and waits for them (SIGKILL after 30 s); workers also die with
+the torchrun agent if it is killed.
 """
 
 EVALUATE_EPILOG = """\
@@ -125,8 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--backend", choices=BACKENDS, default=None,
                        help="executor for the env kernels (sets trainer.backend; default: the config's)")
     train.add_argument("--resume", metavar="RUN_DIR|latest", default=None,
-                       help="continue a run from its latest checkpoint ('latest': the newest run under "
-                       "saving.basedir)")
+                       help="continue a run from its newest intact checkpoint ('latest': the newest run of this "
+                       "config under saving.basedir); --set may then change only " + ", ".join(RESUMABLE_KEYS))
     train.add_argument("--no-progress", dest="progress", action="store_false",
                        help="no progress bar (for logs and CI)")
     train.add_argument("--nproc", type=_positive_int, default=None, metavar="N",
@@ -170,7 +195,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.backend is not None:
         overrides.append(f"trainer.backend={args.backend}")
-    config = load_config(args.config, overrides)
+    if args.resume is not None:
+        config = resume_config(args)
+    else:
+        config = load_config(args.config, overrides)
     check_env(config)  # a misspelt env name or constructor argument fails here, before any compile
     if args.auto_scale:
         chosen = auto_scale_sizes(args, config)
@@ -180,6 +208,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError("--memory-budget and --max-envs only apply with --auto-scale")
     if args.nproc is not None:
         return launch_workers(args)
+    if "LOCAL_RANK" in os.environ and "RANK" in os.environ:  # a torchrun worker: end with the agent
+        parent = os.getppid()
+        die_with_parent()
+        if os.getppid() != parent:  # the agent died before prctl took effect
+            return EXIT_INTERRUPTED
 
     from warp_drive.training import run  # torch, executors: only now
 
@@ -187,6 +220,45 @@ def cmd_train(args: argparse.Namespace) -> int:
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per torchrun worker
         print(f"run directory: {run_dir}")
     return 0
+
+
+def resume_config(args: argparse.Namespace):
+    """The config of ``train --resume``: the run's own ``config.yaml`` plus the allowed ``--set`` values.
+
+    Also resolves ``args.resume`` to the run's absolute path (so --nproc workers
+    all find the same run). Refused, naming both values: a ``--config`` other
+    than the one the run was started from, a ``--backend`` other than its
+    backend, and ``--set`` of a key outside ``RESUMABLE_KEYS``.
+    """
+    from warp_drive.training.checkpoint import resolve_run_dir
+    from warp_drive.training.config import RunConfig, apply_overrides
+
+    if args.auto_scale:
+        raise ConfigError("--auto-scale chooses the sizes of a new run; a resumed run keeps its own "
+                          "(drop --auto-scale or --resume)")
+    for item in args.overrides:
+        key = item.partition("=")[0].strip()
+        if key not in RESUMABLE_KEYS:
+            raise ConfigError(f"--set {item}: {key} cannot change when resuming (the run keeps the values in its "
+                              f"config.yaml); keys that may: {', '.join(RESUMABLE_KEYS)}")
+    # The config's name and basedir say which run to look for; the other values come from the run itself
+    # (so trainer.total_steps is checked against the run's num_envs, not the shipped config's).
+    where = [item for item in args.overrides if item.partition("=")[0].strip() == "saving.basedir"]
+    requested = load_config(args.config, where)
+    run_dir = resolve_run_dir(args.resume, requested.saving.basedir, name=requested.name)
+    saved = parse_yaml((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    if not isinstance(saved, dict):
+        raise ConfigError(f"{run_dir / 'config.yaml'}: not a run config (the top level must be a mapping)")
+    if saved.get("name") != requested.name:
+        raise ConfigError(f"--config {args.config} (name {requested.name!r}) conflicts with the run {run_dir}, "
+                          f"which was started from config {saved.get('name')!r}; resume it with --config "
+                          f"{saved.get('name')} or pick a run of {requested.name!r}")
+    saved_backend = str((saved.get("trainer") or {}).get("backend", "auto")).lower()
+    if args.backend is not None and args.backend != saved_backend:
+        raise ConfigError(f"--backend {args.backend} conflicts with the run {run_dir}, which trains on backend "
+                          f"{saved_backend!r} (trainer.backend in its config.yaml); drop --backend to resume it")
+    args.resume = str(run_dir.resolve())
+    return RunConfig.from_dict(apply_overrides(saved, args.overrides), source=str(run_dir / "config.yaml"))
 
 
 def auto_scale_sizes(args: argparse.Namespace, config) -> list[str]:
@@ -206,10 +278,11 @@ def auto_scale_sizes(args: argparse.Namespace, config) -> list[str]:
 def launch_workers(args: argparse.Namespace) -> int:
     """Re-run this ``train`` command as ``args.nproc`` workers under torch's launcher; return its exit status.
 
-    torchrun's elastic agent owns the processes: ``--standalone`` starts a local
+    torchrun's elastic agent owns the workers: ``--standalone`` starts a local
     rendezvous on a free port, and when any worker fails the agent stops the
     others and exits non-zero with that worker's error (its traceback is on
-    stderr). We add no process management of our own.
+    stderr). This process only has to make sure nothing outlives it: see
+    :func:`supervise` (signals) and :func:`die_with_parent` (a killed agent).
     """
     import subprocess
 
@@ -224,7 +297,76 @@ def launch_workers(args: argparse.Namespace) -> int:
         argv.append("--no-progress")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.nproc),
                "-m", "warp_drive", *argv]
-    return subprocess.run(command).returncode
+    child = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent)
+    return supervise(child)
+
+
+def supervise(child, grace: float = STOP_GRACE_S) -> int:
+    """Wait for torchrun; pass SIGINT/SIGTERM/SIGHUP on to its process group; return its exit status.
+
+    torchrun runs in its own session, so a terminal's Ctrl-C reaches it only
+    through us, once; before this, a SIGTERM ended this launcher alone while
+    torchrun and its workers trained on. torchrun answers a signal by stopping
+    its workers; if it has not exited ``grace`` seconds later, its group is
+    SIGKILLed (the workers, in sessions of their own, die with it through
+    :func:`die_with_parent`). A signal ends us with ``128 + signum``.
+    """
+    import subprocess
+    import time
+
+    received: list[int] = []
+    deadline = None
+
+    def forward(signum, frame):
+        received.append(signum)
+        _signal_group(child.pid, signum)
+
+    previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if received and deadline is None:
+                deadline = time.monotonic() + grace
+            elif deadline is not None and time.monotonic() > deadline:
+                _signal_group(child.pid, signal.SIGKILL)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    _signal_group(child.pid, signal.SIGKILL)  # anything left in torchrun's group once it is gone
+    if received:
+        return 128 + received[0]
+    return code if code >= 0 else 128 - code
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Ask Linux to send this process ``signum`` when its parent dies (``prctl(PR_SET_PDEATHSIG)``).
+
+    Called in torchrun (by the launcher, before exec) and in every worker at
+    startup: workers run in sessions of their own, so a SIGKILLed torchrun
+    agent, which cannot stop them, used to leave them training as orphans.
+    A no-op where prctl is unavailable (not Linux).
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -292,6 +434,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as exc:  # a run directory or checkpoint that is not there
         print(f"warp-drive {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except RunError as exc:  # a run directory in use, an unsafe or unreadable checkpoint, a full disk
+        print(f"warp-drive {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_RUN_ERROR
     except ScaleError as exc:  # --auto-scale found nothing that fits, or a probe hit a bug
         print(f"warp-drive {args.command}: auto-scale: {exc}", file=sys.stderr)
         return 1

@@ -20,11 +20,18 @@ truncation was treated as a termination. Here:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
+
+
+class NonFiniteError(FloatingPointError):
+    """A NaN or inf in a rollout (observations, rewards, values) or in an update
+    (loss, gradient norm): raised before the parameters are updated, so that a
+    single bad value cannot turn every weight into NaN."""
 
 
 def compute_gae(
@@ -153,15 +160,26 @@ def policy_update(
             if reduce_gradients is not None:
                 reduce_gradients(model)
             grad_norm = nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm if max_grad_norm else float("inf"))
-            optimizer.step()
-
             with torch.no_grad():
                 approx_kl = ((ratio - 1.0) - log_ratio).mean()
                 clipfrac = ((ratio - 1.0).abs() > clip_param).float().mean()
-            step_metrics = {
-                "policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
-                "approx_kl": approx_kl.item(), "clipfrac": clipfrac.item(), "grad_norm": float(grad_norm),
-            }
+                # One host sync per minibatch (as before: the metrics), now taken
+                # before the step so that a non-finite loss or gradient is
+                # refused before it reaches the parameters.
+                values_ = torch.stack([t.detach().float().reshape(()).to(loss.device) for t in (
+                    policy_loss, value_loss, entropy, approx_kl, clipfrac, torch.as_tensor(grad_norm), loss)]).tolist()
+            step_metrics = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm"),
+                                    values_[:6]))
+            if not (math.isfinite(values_[6]) and math.isfinite(step_metrics["grad_norm"])):
+                what = "loss" if not math.isfinite(values_[6]) else "gradient norm"
+                raise NonFiniteError(
+                    f"non-finite {what} in update step {updates + 1}: loss = {values_[6]} (policy_loss "
+                    f"{step_metrics['policy_loss']}, value_loss {step_metrics['value_loss']} x vf_coef {vf_coef}, "
+                    f"entropy {step_metrics['entropy']} x entropy_coef {entropy_coef}), gradient norm "
+                    f"{step_metrics['grad_norm']} (max_grad_norm {max_grad_norm}). Fix: lower vf_coef / the learning "
+                    "rate, set max_grad_norm, or scale the rewards"
+                )
+            optimizer.step()
             for key, value_ in step_metrics.items():
                 sums[key] = sums.get(key, 0.0) + value_
             updates += 1

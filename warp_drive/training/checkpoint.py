@@ -11,20 +11,49 @@ a temp file in the same directory (same filesystem, so ``os.replace`` is an
 atomic rename), fsync'ed, then renamed. ``latest`` is updated the same way and
 only after the checkpoint itself is in place, so it never names a missing or
 partial file -- a run killed at any moment resumes from a whole checkpoint.
+
+Checkpoints are read with ``torch.load(weights_only=True)``: tensors, dicts,
+lists and Python scalars only, never arbitrary pickled objects, so a planted
+``ckpt_*.pt`` cannot run code when a run is evaluated or resumed (such a file
+is refused with :class:`UnsafeCheckpointError`). :func:`save_checkpoint`
+converts NumPy values to tensors and plain scalars so everything we write loads
+that way. A checkpoint that exists but cannot be read (truncated by a crash of
+the disk, not of the writer) is skipped with a warning by :func:`load_latest`,
+which falls back to the newest intact one.
+
+Only the newest ``keep`` checkpoints are kept (``saving.keep_checkpoints``),
+temp files left by a killed save are removed by the next save, and a run
+directory is held by one process at a time (:class:`RunLock`).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import io
 import os
+import pickle
 import re
+import shutil
 import tempfile
+import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
+from warp_drive.training.config import RunError
+
 __all__ = [
     "CHECKPOINT_DIR",
+    "CheckpointError",
+    "CheckpointWarning",
+    "RunError",
+    "RunLock",
+    "RunLockedError",
+    "UnsafeCheckpointError",
+    "load_latest",
     "LATEST_NAME",
     "checkpoint_name",
     "latest_checkpoint",
@@ -37,21 +66,71 @@ __all__ = [
 CHECKPOINT_DIR = "checkpoints"
 LATEST_NAME = "latest"
 RUN_MARKER = "config.yaml"
+LOCK_NAME = ".lock"
 _CKPT_RE = re.compile(r"^ckpt_(\d+)\.pt$")
+_TEMP_RE = re.compile(r"^\..+\.tmp$")  # _atomic_write's temp files: .ckpt_000010.pt.<random>.tmp, .latest.<random>.tmp
+# Temp files older than this process cannot be one of its own saves in progress.
+_PROCESS_START = time.time()
+
+
+class CheckpointError(RunError):
+    """A checkpoint that cannot be loaded or saved."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """A checkpoint holding pickled objects other than tensors and plain values: refused, never executed."""
+
+
+class RunLockedError(RunError):
+    """Another process holds the run directory."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was skipped (unreadable), with the file named in the message."""
 
 
 def checkpoint_name(iteration: int) -> str:
     return f"ckpt_{iteration:06d}.pt"
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None]) -> None:
-    """Call ``write(fileobj)`` on a temp file next to ``path``, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def _no_space_error(path: Path, exc: OSError) -> CheckpointError:
+    """ENOSPC as a sentence: which directory is full and how much is left there."""
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:,.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return CheckpointError(f"no space left on the device holding {path.parent} ({free}) while writing {path.name}: "
+                           f"free some space or point saving.basedir at a larger disk ({exc})")
+
+
+def write_bytes(f, data: bytes, path: Path) -> None:
+    """Write ``data`` to the open file ``f`` (destined for ``path``), flush and fsync it.
+
+    A full disk raises :class:`CheckpointError` naming the directory and its
+    free space. The bytes are ours to write (not torch's C++ writer, whose
+    failure reads "unexpected pos"), so the kernel's ENOSPC reaches us intact.
+    """
+    try:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _no_space_error(path, exc) from None
+        raise
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file next to ``path``, then rename it into place."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise _no_space_error(path, exc) from None
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+            write_bytes(f, data, path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -76,16 +155,78 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict) -> Path:
-    """Write ``state`` as ``<run_dir>/checkpoints/ckpt_<iteration:06d>.pt`` and point ``latest`` at it."""
+def plain_state(value: Any) -> Any:
+    """``value`` with NumPy arrays as tensors and NumPy scalars as Python scalars, recursively.
+
+    Those are what ``torch.load(weights_only=True)`` accepts; NumPy objects
+    would need unpickling NumPy globals, which we do not allow.
+    """
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {k: plain_state(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [plain_state(v) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict, keep: int = 0) -> Path:
+    """Write ``state`` as ``<run_dir>/checkpoints/ckpt_<iteration:06d>.pt`` and point ``latest`` at it.
+
+    ``keep`` > 0 then deletes all but the newest ``keep`` checkpoints (0 keeps
+    every one): a long run would otherwise fill its disk. Temp files of saves
+    killed before this process started are removed first.
+    """
     if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
         raise ValueError(f"iteration must be a non-negative int, got {iteration!r}")
     ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
     ckpt_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temp_files(run_dir)
     path = ckpt_dir / checkpoint_name(iteration)
-    _atomic_write(path, lambda f: torch.save(state, f))
-    _atomic_write(ckpt_dir / LATEST_NAME, lambda f: f.write((path.name + "\n").encode()))
+    buffer = io.BytesIO()
+    torch.save(plain_state(state), buffer)
+    _atomic_write(path, buffer.getvalue())
+    _atomic_write(ckpt_dir / LATEST_NAME, (path.name + "\n").encode())
+    if keep > 0:
+        prune_checkpoints(run_dir, keep, protect=path)
     return path
+
+
+def prune_checkpoints(run_dir: str | os.PathLike, keep: int, protect: Path | None = None) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints (never ``protect``); return the deleted paths."""
+    doomed = [p for p in list_checkpoints(run_dir)[:-keep] if p != protect]
+    for p in doomed:
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass
+    return doomed
+
+
+def remove_stale_temp_files(run_dir: str | os.PathLike, before: float | None = None) -> list[Path]:
+    """Remove ``checkpoints/.*.tmp`` files last written before ``before`` (default: this process's start).
+
+    They are what a save killed mid-write leaves behind; a save of this
+    process in progress is newer, and another live writer is excluded by :class:`RunLock`.
+    """
+    ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
+    if not ckpt_dir.is_dir():
+        return []
+    cutoff = _PROCESS_START if before is None else before
+    removed = []
+    for p in ckpt_dir.iterdir():
+        try:
+            if _TEMP_RE.match(p.name) and p.is_file() and p.stat().st_mtime < cutoff:
+                p.unlink()
+                removed.append(p)
+        except FileNotFoundError:
+            pass
+    return removed
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
@@ -113,27 +254,113 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     return existing[-1] if existing else None
 
 
-def load_checkpoint(
-    path_or_run_dir: str | os.PathLike, map_location: Any = "cpu", weights_only: bool = False
-) -> dict:
-    """Load a checkpoint file, or a run directory's latest checkpoint.
+class _CorruptCheckpoint(CheckpointError):
+    """A checkpoint file that is there but cannot be read (truncated, not a torch file)."""
 
-    ``weights_only=False`` by default because our checkpoints carry optimizer
-    state, configs and RNG states, not just tensors. That means unpickling:
-    only load checkpoints you trust.
+
+def _load_file(path: Path, map_location: Any) -> dict:
+    """``torch.load(path, weights_only=True)`` with its failures as CheckpointErrors that name the file."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        reason = str(exc).strip().splitlines()
+        detail = next((line for line in reason if "GLOBAL" in line or "Unsupported" in line), reason[0] if reason else "")
+        raise UnsafeCheckpointError(
+            f"refusing to load {path}: it holds pickled objects other than tensors and plain Python values "
+            f"({detail.strip()}), and unpickling those can run arbitrary code. warp-drive never writes such "
+            f"checkpoints; delete the file unless you know where it came from"
+        ) from None
+    except (RuntimeError, EOFError, ValueError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise _CorruptCheckpoint(f"{path} is not a readable checkpoint ({type(exc).__name__}: "
+                                 f"{str(exc).strip().splitlines()[0] if str(exc).strip() else 'no detail'})") from None
+
+
+def load_latest(run_dir: str | os.PathLike, map_location: Any = "cpu") -> tuple[Path, dict]:
+    """The newest checkpoint of ``run_dir`` that loads, as ``(path, state)``.
+
+    The one named by ``latest`` is tried first, then the others newest first.
+    An unreadable one (truncated by a disk or filesystem failure) is skipped
+    with a :class:`CheckpointWarning` naming it: the previous checkpoint is a
+    better place to resume than none. An unsafe one (pickled code) is never
+    skipped quietly: it raises :class:`UnsafeCheckpointError`.
+    """
+    run_dir = Path(run_dir)
+    candidates = []
+    for p in [latest_checkpoint(run_dir), *reversed(list_checkpoints(run_dir))]:
+        if p is not None and p not in candidates:
+            candidates.append(p)
+    if not candidates:
+        raise FileNotFoundError(f"run directory {run_dir} has no checkpoint (expected "
+                                f"{run_dir / CHECKPOINT_DIR}/ckpt_*.pt)")
+    skipped = []
+    for path in candidates:
+        try:
+            state = _load_file(path, map_location)
+        except _CorruptCheckpoint as exc:
+            skipped.append(str(exc))
+            warnings.warn(f"skipping checkpoint {path}: {exc}; trying the previous one", CheckpointWarning,
+                          stacklevel=2)
+            continue
+        return path, state
+    raise CheckpointError(f"no checkpoint of {run_dir} could be read:\n  " + "\n  ".join(skipped))
+
+
+def load_checkpoint(path_or_run_dir: str | os.PathLike, map_location: Any = "cpu") -> dict:
+    """Load a checkpoint file, or a run directory's newest intact checkpoint (see :func:`load_latest`).
+
+    Always ``weights_only=True``: tensors and plain values only, so loading a
+    checkpoint never runs code from it (see the module docstring).
     """
     path = Path(path_or_run_dir)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint or run directory at {path}")
     if path.is_dir():
         run_dir = path.parent if path.name == CHECKPOINT_DIR and not (path / CHECKPOINT_DIR).is_dir() else path
-        found = latest_checkpoint(run_dir)
-        if found is None:
-            raise FileNotFoundError(
-                f"run directory {run_dir} has no checkpoint (expected {run_dir / CHECKPOINT_DIR}/ckpt_*.pt)"
-            )
-        path = found
-    return torch.load(path, map_location=map_location, weights_only=weights_only)
+        return load_latest(run_dir, map_location)[1]
+    return _load_file(path, map_location)
+
+
+class RunLock:
+    """An exclusive ``fcntl.flock`` on ``<run_dir>/.lock`` for as long as a process trains in that run.
+
+    Two processes resuming one run would both append to ``metrics.csv`` and
+    overwrite each other's checkpoints; the second now fails at once, naming
+    the directory and the holder's pid. The kernel drops the lock when the
+    holder exits, however it exits, so a crashed run never leaves it stuck.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> "RunLock":
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise RunLockedError(f"run directory {self.run_dir} is in use by another warp-drive process (pid {holder}); "
+                                 f"wait for it to finish or stop it before resuming this run") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.ftruncate(fd, 0)
+            os.close(fd)  # closing the last descriptor releases the flock
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
 
 def _activity_time(run_dir: Path) -> float:
@@ -159,9 +386,26 @@ def find_run_dirs(basedir: str | os.PathLike) -> list[Path]:
     return runs
 
 
-def resolve_run_dir(spec: str | os.PathLike, basedir: str | os.PathLike = "runs") -> Path:
+def run_name(run_dir: str | os.PathLike) -> str | None:
+    """The ``name`` in a run's ``config.yaml`` (None when unreadable): which config the run was started from."""
+    import yaml
+
+    from warp_drive.training.config import parse_yaml
+
+    try:
+        raw = parse_yaml((Path(run_dir) / RUN_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):  # a broken or oversized config.yaml is simply not a match
+        return None
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def resolve_run_dir(spec: str | os.PathLike, basedir: str | os.PathLike = "runs", name: str | None = None) -> Path:
     """``"latest"`` -> the most recently written run under ``basedir``; otherwise the path itself.
 
+    With ``name``, ``latest`` is the newest run *of that config* (its
+    ``config.yaml`` has that ``name``): ``--config cartpole --resume latest``
+    must not pick up a TagContinuous run that happened to write last.
     A relative path that does not exist from the current directory is also
     tried relative to ``basedir`` (so ``tag_continuous/experiment/2024...`` works).
     """
@@ -170,8 +414,11 @@ def resolve_run_dir(spec: str | os.PathLike, basedir: str | os.PathLike = "runs"
         if not basedir.is_dir():
             raise FileNotFoundError(f"cannot resolve 'latest': run base directory {basedir} does not exist")
         runs = find_run_dirs(basedir)
+        if name is not None:
+            runs = [r for r in runs if run_name(r) == name]
         if not runs:
-            raise FileNotFoundError(f"cannot resolve 'latest': no run directory (with {RUN_MARKER}) under {basedir}")
+            of = f" of config {name!r}" if name is not None else ""
+            raise FileNotFoundError(f"cannot resolve 'latest': no run directory{of} (with {RUN_MARKER}) under {basedir}")
         # Ties (same mtime granularity) break on the path: run names end in a sortable timestamp.
         return max(runs, key=lambda p: (_activity_time(p), str(p)))
     path = Path(spec)

@@ -24,6 +24,11 @@ Rules kept deliberately strict, because each one hides a real mistake:
 Schedules (``lr``, ``entropy_coef``) are only checked for shape here;
 ``warp_drive.training.schedules`` turns them into functions of the env step.
 
+YAML limits: a config file over ``MAX_YAML_BYTES``, or a document whose
+aliases expand to more than ``MAX_YAML_NODES`` nodes (a "billion laughs"
+alias bomb, which used to hang the first deep copy), is refused at parse time
+with a :class:`ConfigError`.
+
 YAML note: PyYAML follows YAML 1.1, where ``3e-4`` and ``1e6`` are *strings*.
 Configs and ``--set`` values are read with a loader that also resolves those
 to floats, so ``lr: 3e-4`` means what it says.
@@ -49,6 +54,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 ALGORITHMS = ("A2C", "PPO")
 BACKENDS = BACKEND_NAMES  # "cpu-gpu" included: the cpu executor in the GPU's shape
 ACTIVATIONS = ("tanh", "relu")
+BUILTIN_MODELS = ("fully_connected",)
 # Policy tags name metrics, checkpoint entries and per-policy arrays.
 _TAG_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -67,9 +73,66 @@ class ConfigError(ValueError):
         super().__init__(message)
 
 
+class RunError(RuntimeError):
+    """A run directory or checkpoint problem (locked, unsafe, unreadable, disk full), told without a traceback.
+
+    Defined here, torch-free, so the CLI can catch it without importing torch.
+    """
+
+
+# Keys ``--set`` may change when resuming a run (``train --resume``): how long it runs, how often it logs and
+# saves, how many checkpoints it keeps, and where to look for it. Everything else is the run's own
+# (its config.yaml): changing it mid-run would train something other than either config describes.
+RESUMABLE_KEYS = (
+    "trainer.total_steps",
+    "saving.metrics_log_freq",
+    "saving.model_params_save_freq",
+    "saving.keep_checkpoints",
+    "saving.basedir",
+)
+
+
 # --------------------------------------------------------------------------- YAML
+MAX_YAML_BYTES = 1 << 20  # a run config is a few KiB; a megabyte is a mistake or an attack
+MAX_YAML_NODES = 100_000  # nodes after alias expansion; shipped configs have a few hundred
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads ``3e-4``, ``1e6`` and ``1.0e4`` as floats (see the module docstring)."""
+    """SafeLoader that also reads ``3e-4``, ``1e6`` and ``1.0e4`` as floats (see the module docstring),
+    and refuses documents whose aliases expand past ``MAX_YAML_NODES`` nodes before constructing them."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _check_expanded_size(node)
+        return super().construct_document(node)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Count the nodes ``root`` expands to (an alias counts its whole target again), memoised per node.
+
+    Linear in the document's distinct nodes, so an alias bomb is measured in
+    microseconds rather than expanded.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        sizes[key] = 1  # a recursive alias (a node containing itself) counts once instead of looping
+        if isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(v) for v in node.value)
+        else:
+            total = 1
+        sizes[key] = total
+        return total
+
+    expanded = size(root)
+    if expanded > MAX_YAML_NODES:
+        raise ConfigError(f"YAML document expands to {expanded:,} nodes through its aliases (&anchor/*alias), more "
+                          f"than the {MAX_YAML_NODES:,} a run config may have; write the values out instead of "
+                          f"nesting aliases")
 
 
 _Loader.add_implicit_resolver(
@@ -80,7 +143,10 @@ _Loader.add_implicit_resolver(
 
 
 def parse_yaml(text: str) -> Any:
-    """Parse YAML text as configs are parsed (scientific notation included)."""
+    """Parse YAML text as configs are parsed (scientific notation included), within the size limits."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"YAML text of {len(text):,} characters is larger than the {MAX_YAML_BYTES:,} a run config "
+                          f"may have; is this the right file?")
     return yaml.load(text, Loader=_Loader)
 
 
@@ -241,6 +307,41 @@ def _schedule(value: Any, path: str) -> float | dict | list:
     raise ConfigError(f"{path}: expected {_SCHEDULE_SHAPES}, {_got(value)}")
 
 
+def _learning_rate(value: Any, path: str) -> float | dict | list:
+    """A schedule whose values are >= 0 and that starts > 0: a negative rate climbs the loss, a zero one learns nothing."""
+    spec = _schedule(value, path)
+    if isinstance(spec, float):
+        values, first = [spec], spec
+    elif isinstance(spec, dict):
+        values = [spec[k] for k in ("start", "end", "value") if k in spec]
+        first = values[0]
+    else:
+        values, first = [v for _, v in spec], max(v for _, v in spec)
+    if min(values) < 0 or first <= 0:
+        raise ConfigError(f"{path}: a learning rate must be > 0 (a schedule may only decay to 0), {_got(value)}")
+    return spec
+
+
+def _model_type(value: Any, path: str) -> str:
+    """A model registry key: ``fully_connected``, or one registered with ``models.register_model``.
+
+    The registry lives in ``models.py`` (torch); a user model is registered by
+    importing that module, so when it is not imported only the built-in name exists.
+    """
+    import sys
+
+    name = _str()(value, path)
+    models = sys.modules.get("warp_drive.training.models")
+    known = set(BUILTIN_MODELS) | set(models.registered_models() if models is not None else ())
+    if name not in known:
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"{path}: unknown model type {name!r}; {hint}known: {', '.join(sorted(known))} "
+                          f"(register your own with warp_drive.training.models.register_model before loading "
+                          f"the config)")
+    return name
+
+
 # --------------------------------------------------------------------------- dataclasses
 def _f(default: Any, check: Callable[[Any, str], Any]) -> Any:
     """A validated leaf field (mutable defaults are copied per instance)."""
@@ -258,7 +359,7 @@ def _section(cls: type) -> Any:
 class ModelConfig:
     """The network of one policy (``type`` is a key of the model registry in models.py)."""
 
-    type: str = _f("fully_connected", _str())
+    type: str = _f("fully_connected", _model_type)
     fc_dims: list[int] = _f([64, 64], _layer_sizes)
     activation: str = _f("tanh", _str(ACTIVATIONS, str.lower))
     shared_trunk: bool = _f(False, _bool)
@@ -274,7 +375,7 @@ class PolicyConfig:
     algorithm: str = _f("PPO", _str(ALGORITHMS, str.upper))
     gamma: float = _f(0.99, _float(0.0, 1.0))
     gae_lambda: float = _f(0.95, _float(0.0, 1.0))
-    lr: float | dict | list = _f(3e-4, _schedule)
+    lr: float | dict | list = _f(3e-4, _learning_rate)
     entropy_coef: float | dict | list = _f(0.01, _schedule)
     vf_coef: float = _f(0.5, _float(minimum=0.0))
     max_grad_norm: float | None = _f(0.5, _optional(_float(positive=True), "no clipping"))
@@ -308,6 +409,9 @@ class TrainerConfig:
     total_steps: int = _f(1_000_000, _int(minimum=1))
     seed: int = _f(0, _int(minimum=0))
     backend: str = _f("auto", _str(BACKENDS, str.lower))
+    # A NaN or inf in a rollout, loss or gradient: "raise" stops the run before
+    # the update (nothing is saved); "skip" drops that update with a warning.
+    on_nonfinite: str = _f("raise", _str(("raise", "skip"), str.lower))
 
     @property
     def train_batch_size(self) -> int:
@@ -351,8 +455,27 @@ class SavingConfig:
     metrics_log_freq: int = _f(1, _int(minimum=1))
     model_params_save_freq: int = _f(10, _int(minimum=1))
     basedir: str = _f("runs", _str())
-    name: str = _f("", _any_str)  # "" -> the top-level name
-    tag: str = _f("experiment", _str())
+    name: str = _f("", _any_str)  # "" -> the top-level name; relative, inside basedir
+    tag: str = _f("experiment", _str())  # relative, inside basedir/name
+    keep_checkpoints: int = _f(5, _int(minimum=0))  # the newest K checkpoints are kept; 0 keeps every one
+
+    @staticmethod
+    def _check(built: dict, raw: Mapping, path: str, errors: list[str]) -> None:
+        for key in ("name", "tag"):
+            if key in built:
+                problem = _escapes_basedir(built[key])
+                if problem:
+                    errors.append(f"{_join(path, key)}: {problem}, got {built[key]!r}; the run directory is "
+                                  f"<basedir>/<name>/<tag>/<timestamp> and must stay inside saving.basedir")
+
+
+def _escapes_basedir(part: str) -> str | None:
+    """Why ``part`` (saving.name or saving.tag) would put the run directory outside ``basedir``; None if it does not."""
+    if part.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", part):
+        return "must be a relative path"
+    if any(p == ".." for p in re.split(r"[/\\]", part)):
+        return "must not contain '..'"
+    return None
 
 
 @dataclass
@@ -399,6 +522,10 @@ class RunConfig:
                 built[key] = section()
         saving, trainer = built.get("saving"), built.get("trainer")
         if saving is not None and not saving.name and "name" in built:
+            problem = _escapes_basedir(built["name"])
+            if problem:  # the run's name becomes saving.name, a directory under basedir
+                errors.append(f"name: {problem} when it names the run directory (saving.name is empty), "
+                              f"got {built['name']!r}")
             saving.name = built["name"]
         # A minibatch must hold at least one env step of the policy's agents.
         if trainer is not None:

@@ -16,6 +16,10 @@ state (it loads into a single-process ``build(config)`` trainer unchanged)
 plus ``ranks``: every rank's env arrays, sampler/reset counters, RNG states
 and episode tallies, from which an N-rank resume restores each rank's own.
 Resuming needs the same number of ranks as the run that saved it.
+
+A run directory is held by one process (rank 0) at a time (``checkpoint.RunLock``);
+a resumed run takes its config from the run's ``config.yaml``, and a config
+passed along may differ from it only in ``config.RESUMABLE_KEYS``.
 """
 
 from __future__ import annotations
@@ -35,8 +39,15 @@ import yaml
 from warp_drive.backends import Backend, backend_class, get_backend
 from warp_drive.training import distributed
 from warp_drive.env_wrapper import EnvWrapper
-from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint, resolve_run_dir, save_checkpoint
-from warp_drive.training.config import ConfigError, RunConfig
+from warp_drive.training.checkpoint import (
+    RunLock,
+    load_checkpoint,
+    load_latest,
+    remove_stale_temp_files,
+    resolve_run_dir,
+    save_checkpoint,
+)
+from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, parse_yaml
 from warp_drive.training.metrics import MetricsWriter, Progress, format_summary
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.trainer import Trainer
@@ -47,7 +58,11 @@ DUMP_ENV = "WARP_DRIVE_TEST_DUMP_PARAMS"  # test hook: each rank writes rank<r>.
 
 
 def new_run_dir(config: RunConfig) -> Path:
-    base = Path(config.saving.basedir) / (config.saving.name or config.name) / config.saving.tag
+    root = Path(config.saving.basedir)
+    base = root / (config.saving.name or config.name) / config.saving.tag
+    # The config refuses absolute and '..' parts; this catches anything that still resolves outside.
+    if not base.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(f"saving: the run directory {base} is outside saving.basedir {root}")
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
         path = base / (stamp if n == 0 else f"{stamp}-{n}")
@@ -94,30 +109,82 @@ def train(config: RunConfig, resume: str | None = None, progress: bool = True) -
     return run_dir
 
 
+def saved_config(run_dir: Path) -> dict:
+    """A run's ``config.yaml`` as parsed YAML (with the config loader's size and alias limits)."""
+    raw = parse_yaml((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{run_dir / 'config.yaml'}: not a run config (the top level must be a mapping)")
+    return raw
+
+
+def resumed_config(run_dir: Path, config: RunConfig) -> RunConfig:
+    """The config a resumed run continues with: the run's own, with ``config``'s values of ``RESUMABLE_KEYS``.
+
+    Anything else that differs is refused rather than ignored: a resume that
+    silently dropped a changed ``num_envs`` or ``lr`` trained something else
+    than the user asked for.
+    """
+    saved = RunConfig.from_dict(saved_config(run_dir), source=str(run_dir / "config.yaml"))
+    mine, theirs = _flatten(config.to_dict()), _flatten(saved.to_dict())
+    differ = sorted(k for k in mine.keys() | theirs.keys()
+                    if mine.get(k) != theirs.get(k) and not k.startswith(RESUMABLE_KEYS))
+    if differ:
+        shown = "; ".join(f"{k}: run has {theirs.get(k)!r}, given {mine.get(k)!r}" for k in differ[:5])
+        raise ConfigError(f"cannot resume {run_dir} with a different config ({shown}); only "
+                          f"{', '.join(RESUMABLE_KEYS)} may change on resume")
+    data = saved.to_dict()
+    for key in RESUMABLE_KEYS:
+        section, leaf = key.split(".")
+        data[section][leaf] = config.to_dict()[section][leaf]
+    return RunConfig.from_dict(data)
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(data, dict) and data:
+        out: dict[str, Any] = {}
+        for k, v in data.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: data}
+
+
 def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None) -> Path:
     main = dist is None or dist.is_main
+    lock = None
+    try:
+        run_dir = None
+        if main:  # one rank creates (or finds) the run directory and holds it; the others are told where it is
+            if resume:
+                run_dir = resolve_run_dir(resume, Path(config.saving.basedir), name=config.name)
+                lock = RunLock(run_dir).acquire()
+                remove_stale_temp_files(run_dir, before=time.time())  # the lock excludes any live writer
+            else:
+                run_dir = new_run_dir(config)
+                lock = RunLock(run_dir).acquire()
+                (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        if dist is not None:
+            run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
+        return _train_in(config, resume, progress, dist, run_dir)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_in(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None,
+              run_dir: Path) -> Path:
+    main = dist is None or dist.is_main
     rank = 0 if dist is None else dist.rank
-    run_dir = None
-    if main:  # one rank creates (or finds) the run directory; the others are told where it is
-        if resume:
-            run_dir = resolve_run_dir(resume, Path(config.saving.basedir))
-        else:
-            run_dir = new_run_dir(config)
-            (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    if dist is not None:
-        run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
     if resume:
-        config = RunConfig.from_dict(yaml.safe_load((run_dir / "config.yaml").read_text()))
+        config = resumed_config(run_dir, config)
     trainer = build(config, dist)
     if dist is not None:
         # Equal batch and minibatch sizes mean equal numbers of gradient all-reduces on every rank.
         shapes = dist.gather_objects((trainer.batch_env_steps, trainer.num_iterations))
         assert len(set(shapes)) == 1, f"ranks disagree on (batch env steps, iterations): {shapes}"
     if resume:
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
-        trainer.load_state_dict(state_for_rank(load_checkpoint(checkpoint), dist, checkpoint))
+        checkpoint, state = load_latest(run_dir)  # the newest intact one; unsafe ones are refused
+        trainer.load_state_dict(state_for_rank(state, dist, checkpoint))
+    start_steps = trainer.env_steps
     dump = TestDump(os.environ[DUMP_ENV], rank, trainer) if os.environ.get(DUMP_ENV) else None
     fail_rank = os.environ.get(FAIL_RANK_ENV)
     saving = config.saving
@@ -158,7 +225,7 @@ def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distribu
                 if dist is not None:  # every rank's envs and RNGs, so an N-rank resume continues each rank
                     state["ranks"] = dist.gather_objects(distributed.rank_state(state))
                 if main:
-                    save_checkpoint(run_dir, trainer.iteration, state)
+                    save_checkpoint(run_dir, trainer.iteration, state, keep=saving.keep_checkpoints)
             bar.update(1, {})
     finally:
         bar.close()
@@ -172,7 +239,7 @@ def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distribu
         dump.write(trainer)
     if main:
         gif = render_episode(trainer, run_dir / "episode.gif") if config.env.name in RENDERABLE else None
-        print(summary(config, trainer, elapsed, before, after, gif, world))
+        print(summary(config, trainer, elapsed, before, after, gif, world, start_steps=start_steps))
     return run_dir
 
 
@@ -226,19 +293,28 @@ class TestDump:
         self.path.write_text(json.dumps(self.data, indent=1))
 
 
-def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1) -> str:
+def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, start_steps: int = 0) -> str:
+    """The end-of-run table. Speed counts only this session's env steps (``start_steps`` is where a resume began):
+    all of a resumed run's steps over this session's seconds reported a meaningless rate."""
     rows = [{"policy": tag,
              "trained": "yes" if config.policy[tag].to_train else "no",
              "episode return before training": (before or {}).get(tag, float("nan")),
              "after training": after[tag]}
             for tag in trainer.policies]
     steps = trainer.env_steps * world_size
+    session = (trainer.env_steps - start_steps) * world_size
     ranks = f" x {world_size} processes" if world_size > 1 else ""
+    if session == 0:
+        speed = (f"; nothing to do: the run has reached trainer.total_steps ({config.trainer.total_steps:,}); "
+                 f"resume with --set trainer.total_steps=N to train further")
+    else:
+        speed = (f"in {elapsed:.1f} s ({session:,} env steps this session, "
+                 f"{session / max(elapsed, 1e-9):,.0f} env steps/s)")
     lines = [
         "",
         f"Trained {config.env.name} on the {trainer.env.backend.name} backend: {steps:,} env steps "
         f"({trainer.iteration} iterations of {trainer.num_envs} envs{ranks} x {trainer.rollout_length} steps) "
-        f"in {elapsed:.1f} s ({steps / max(elapsed, 1e-9):,.0f} env steps/s this session)",
+        + speed,
         "Mean return per agent over one full episode in every env, actions sampled from the policy:",
         format_summary(rows),
     ]
@@ -269,7 +345,7 @@ def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy
              backend: str | None = None) -> dict[str, Any]:
     """Mean return per policy over ``episodes`` episodes of the run's latest checkpoint."""
     path = resolve_run_dir(run_dir, Path("runs"))
-    raw = yaml.safe_load((path / "config.yaml").read_text())
+    raw = saved_config(path)
     raw["trainer"]["num_envs"] = int(episodes)
     raw["trainer"]["total_steps"] = max(int(raw["trainer"]["total_steps"]), episodes * raw["trainer"]["rollout_length"])
     if backend:

@@ -12,6 +12,15 @@ optimizer and a set of agents. One iteration:
    truncated episode's final observation is the bootstrap), then the A2C or
    PPO update of ``algorithms.policy_update``.
 
+A NaN or inf never reaches the parameters: once per iteration, before the
+update, one device reduction checks the rollout's observations, rewards and
+values, and every minibatch's loss and gradient norm are checked before its
+optimizer step (with the metrics' existing host sync). ``iterate()`` then
+raises :class:`NonFiniteError` naming the array, env, agent, step and
+iteration, with the parameters and optimizer state as they were before the
+update, so nothing bad is saved; ``on_nonfinite="skip"`` (or the config key
+``trainer.on_nonfinite``) drops the update instead.
+
 A single seed makes a run reproducible on the cpu executor; checkpoints hold
 everything needed to continue with the same metrics (models, optimizers, env
 arrays, sampler/reset counters, RNG states, episode accumulators).
@@ -25,7 +34,9 @@ all-reduced KL, so all ranks hold identical models. Its rollouts, metrics and
 
 from __future__ import annotations
 
+import copy
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -37,12 +48,15 @@ from warp_drive.data_feed import DataFeed
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.environment import TERMINATED, TRUNCATED
 from warp_drive.sampler import Sampler
-from warp_drive.training.algorithms import Batch, compute_gae, policy_update
+from warp_drive.training.algorithms import Batch, NonFiniteError, compute_gae, policy_update
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.models import create_model
 from warp_drive.training.schedules import Schedule
 
 ENV_ACTIONS = "sampled_actions"
+# What to do with a rollout or an update that holds a NaN or inf (Trainer's
+# ``on_nonfinite``, or the config key ``trainer.on_nonfinite``).
+ON_NONFINITE = ("raise", "skip")
 
 
 @dataclass
@@ -97,12 +111,24 @@ def default_policy_map(env_wrapper: EnvWrapper, policy_tags: list[str]) -> dict[
 
 class Trainer:
     def __init__(self, env_wrapper: EnvWrapper, config, policy_tag_to_agent_id_map: dict | None = None,
-                 distributed: Distributed | None = None):
+                 distributed: Distributed | None = None, on_nonfinite: str | None = None):
+        """``on_nonfinite``: ``"raise"`` (default) stops ``iterate()`` with a
+        :class:`NonFiniteError` before the update when a rollout or a loss holds
+        a NaN or inf; ``"skip"`` drops that iteration's update and counts it in
+        the metric ``nonfinite/skipped_updates``. Defaults to the config's
+        ``trainer.on_nonfinite`` when it has one."""
         self.env = env_wrapper
         self.distributed = distributed
         self.config = config
         self.device = env_wrapper.data_manager.device
         trainer = config.trainer
+        self.on_nonfinite = str(on_nonfinite or getattr(trainer, "on_nonfinite", None) or "raise")
+        if self.on_nonfinite not in ON_NONFINITE:
+            raise ValueError(f"on_nonfinite={self.on_nonfinite!r}; choose one of {', '.join(ON_NONFINITE)}")
+        self.skipped_updates = 0
+        # The sampler writes in-range discrete actions and Box actions are
+        # clipped, so the wrapper's per-step range check (a host sync) is not needed.
+        env_wrapper.validate_actions = False
         self.num_envs = env_wrapper.num_envs
         self.rollout_length = trainer.rollout_length
         self.batch_env_steps = self.num_envs * self.rollout_length
@@ -276,6 +302,13 @@ class Trainer:
         started = time.perf_counter()
         metrics: dict[str, float] = {}
         dist = self.distributed
+        problem = self._nonfinite_rollout()
+        if problem is not None:
+            self._on_nonfinite(problem, restore=())
+            self._discard_nonfinite_returns()
+            metrics["nonfinite/skipped_updates"] = float(self.skipped_updates)
+            self.timers["update"] += time.perf_counter() - started
+            return metrics
         for p in self.policies.values():
             cfg = p.config
             if dist is not None:
@@ -283,6 +316,10 @@ class Trainer:
             if not cfg.to_train:
                 continue
             optimizer = p.optimizer if optimizers is None else optimizers[p.tag]
+            # The state before this update, on the device (no host sync), to
+            # return to if a later minibatch's loss or gradient is non-finite.
+            saved = ({k: v.clone() for k, v in p.model.state_dict().items()},
+                     copy.deepcopy(p.optimizer.state_dict()))
             for group in optimizer.param_groups:
                 group["lr"] = p.lr.value(self.env_steps)
             advantages, returns = self._advantages(p)
@@ -295,21 +332,84 @@ class Trainer:
                 advantages=advantages.reshape(-1),
                 returns=returns.reshape(-1),
             )
-            result = policy_update(
-                p.model, optimizer, batch, algorithm=cfg.algorithm, clip_param=cfg.clip_param,
-                clip_value_loss=cfg.clip_value_loss, entropy_coef=p.entropy_coef.value(self.env_steps),
-                vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, normalize_advantage=cfg.normalize_advantage,
-                num_epochs=cfg.num_epochs, num_minibatches=cfg.num_minibatches, target_kl=cfg.target_kl,
-                generator=self.generator,
-                reduce_gradients=None if dist is None else dist.average_gradients,
-                reduce_mean=None if dist is None else dist.mean,
-                backward=backward,
-            )
+            try:
+                result = policy_update(
+                    p.model, optimizer, batch, algorithm=cfg.algorithm, clip_param=cfg.clip_param,
+                    clip_value_loss=cfg.clip_value_loss, entropy_coef=p.entropy_coef.value(self.env_steps),
+                    vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm, normalize_advantage=cfg.normalize_advantage,
+                    num_epochs=cfg.num_epochs, num_minibatches=cfg.num_minibatches, target_kl=cfg.target_kl,
+                    generator=self.generator,
+                    reduce_gradients=None if dist is None else dist.average_gradients,
+                    reduce_mean=None if dist is None else dist.mean,
+                    backward=backward,
+                )
+            except NonFiniteError as exc:
+                self._on_nonfinite(f"policy {p.tag!r}: {exc}", restore=[(p, saved)])
+                metrics["nonfinite/skipped_updates"] = float(self.skipped_updates)
+                continue
             for key, value in result.items():
                 metrics[f"losses/{key}/{p.tag}"] = value
             metrics[f"charts/learning_rate/{p.tag}"] = optimizer.param_groups[0]["lr"]
         self.timers["update"] += time.perf_counter() - started
         return metrics
+
+    # ------------------------------------------------------------------ non-finite values
+    def _nonfinite_rollout(self) -> str | None:
+        """None when every observation, reward and value of the last rollout is
+        finite, else a description of the first non-finite one.
+
+        One reduction per buffer and one host sync per iteration, before the
+        update (nothing is checked per step: the rollout buffers hold every step).
+        """
+        checks = []
+        for p in self.policies.values():
+            buf = p.buffers
+            for key in ("rewards", "obs", "final_obs", "values"):
+                checks.append((p, key, torch.isfinite(buf[key]).all()))
+        if bool(torch.stack([flag for _, _, flag in checks]).all()):
+            return None
+        for p, key, flag in checks:
+            if bool(flag):
+                continue
+            data = p.buffers[key]
+            bad = ~torch.isfinite(data)
+            where = [int(i) for i in torch.nonzero(bad)[0]]
+            step, row = where[0], where[1]
+            n = len(p.agent_ids)
+            env, agent = row // n, p.agent_ids[row % n]
+            value = float(data[tuple(where)])
+            count = int(bad.sum())
+            array = {"rewards": "rewards", "obs": "observations", "final_obs": "observations",
+                     "values": "value predictions"}[key]
+            index = f"[env {env}, agent {agent}" + (f", element {where[2]}" if len(where) > 2 else "") + "]"
+            when = (f"after rollout step {step} (before the reset)" if key == "final_obs"
+                    else f"at rollout step {step}")
+            cause = ("the model's parameters are non-finite" if key == "values" else
+                     "the env produced it: look for a division by zero, a log or sqrt of a bad value, or an "
+                     "overflow in the step kernel (warp_drive.consistency compares the kernel with its NumPy "
+                     "reference)")
+            return (f"non-finite {array}: {array}{index} = {value} {when} (policy {p.tag!r}; {count} non-finite "
+                    f"value(s) in this rollout's {array}). Cause: {cause}")
+        return "non-finite values in the rollout"  # pragma: no cover - a flag was False above
+
+    def _on_nonfinite(self, problem: str, restore) -> None:
+        """Restore the policies in ``restore`` to their state before this update;
+        then raise (``on_nonfinite="raise"``) or count a skipped update."""
+        for p, (model_state, optimizer_state) in restore:
+            p.model.load_state_dict(model_state)
+            p.optimizer.load_state_dict(optimizer_state)
+        message = (f"iteration {self.iteration + 1} (after {self.env_steps} env steps): {problem}. The parameters were "
+                   "not updated and nothing was saved by this iteration")
+        if self.on_nonfinite == "raise":
+            raise NonFiniteError(message + "; to drop such iterations instead, use trainer.on_nonfinite=skip")
+        self.skipped_updates += 1
+        warnings.warn(message + "; update skipped (trainer.on_nonfinite=skip)", RuntimeWarning, stacklevel=3)
+
+    def _discard_nonfinite_returns(self) -> None:
+        """After a skipped rollout, the episode tallies must not carry its NaNs forward."""
+        for p in self.policies.values():
+            for tally in (p.running_return, p.finished_return_sum):
+                tally.copy_(torch.where(torch.isfinite(tally), tally, torch.zeros_like(tally)))
 
     def episode_metrics(self, reset: bool = True) -> dict[str, float]:
         """Mean episodic return per policy since the last call (mean over the policy's agents)."""
