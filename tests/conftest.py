@@ -53,3 +53,14 @@ def env_backend(request) -> str:
     thread per env for phase kernels) and GPU-shaped (the GPU's macros, block
     limits and geometry, so the GPU's code path runs here) -- and, with a GPU, pycuda."""
     return request.param
+
+
+@pytest.fixture
+def clean_registrar():
+    """WarpDrive's EnvironmentRegistrar is class-level (process-wide): restore it after a test registers."""
+    from warp_drive.utils.env_registrar import EnvironmentRegistrar
+
+    saved = ({k: dict(v) for k, v in EnvironmentRegistrar._envs.items()},
+             {k: dict(v) for k, v in EnvironmentRegistrar._customized_cuda_env_src_paths.items()})
+    yield EnvironmentRegistrar
+    EnvironmentRegistrar._envs, EnvironmentRegistrar._customized_cuda_env_src_paths = saved
