@@ -18,11 +18,32 @@ resized or re-pointed since the bind (a stale pointer would corrupt memory)
 and, with ``validate_actions`` (default on the cpu executor, off on a GPU where
 it would be a host sync per step), that discrete actions are inside their
 spaces (:meth:`EnvWrapper.check_actions`, callable explicitly).
+
+WarpDrive 2.7's constructor keywords and attributes work on this one class:
+``EnvWrapper(env_obj=... | env_name=..., env_config=, num_envs=, blocks_per_env=,
+env_backend=, env_registrar=, process_id=)``, ``n_agents``, ``n_envs``,
+``cuda_data_manager``, ``cuda_function_manager``, ``cuda_function_feed``,
+``env_resetter``, ``env_backend``, ``custom_reset_all_envs``,
+``init_reset_pool``; the first ``reset()`` returns the first observations.
+``env_backend="cpu"`` is the cpu executor, which runs the env's *kernel*
+(WarpDrive's "cpu" meant its Python step; call ``env_obj.step(actions)``
+directly for that). A WarpDrive-style env object (gym-style class whose
+``step()`` launches ``Cuda<Name>Step``) is translated by
+:mod:`warp_drive.compat.envs`; this module only dispatches.
+
+Two optional hooks let an environment take part beyond the contract:
+
+* ``env.bind_step(wrapper)``: build and load its own kernels (with
+  ``wrapper.defines``) and return the zero-argument callable that
+  ``step_all_envs`` calls -- for envs that launch their own step, as WarpDrive's
+  did. Without it the wrapper builds ``cuda_source`` and binds ``step_kernel``.
+* ``env.cuda_defines``: compile-time defines merged under ``EnvWrapper(defines=)``.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -50,38 +71,127 @@ POOL_SUFFIX = "_reset_pool"
 FLAT_BLOCK = 256
 
 
-def make_env(env: Any, env_config: dict | None = None) -> Environment:
-    """An environment instance from an instance, a class, or a registered name."""
+# WarpDrive's env_backend values; "numba" has no counterpart here.
+WARPDRIVE_BACKENDS = ("pycuda", "cpu", "numba")
+
+
+def make_env(env: Any, env_config: dict | None = None, env_registrar: Any = None) -> Environment:
+    """An environment instance from an instance, a class, or a registered name.
+
+    A WarpDrive-style env (instance, or class with ``env_config``) is adapted by
+    :func:`warp_drive.compat.envs.as_environment`.
+    """
     if isinstance(env, str):
         env = get_env_class(env)
-    if isinstance(env, type):
-        if not issubclass(env, Environment):
-            raise TypeError(f"{env.__name__} is not a warp_drive Environment subclass")
+    if isinstance(env, type) and issubclass(env, Environment):
         return env(**(env_config or {}))
-    if env_config:
-        raise ValueError("env_config applies when the environment is given as a class or a name, not an instance")
-    if not isinstance(env, Environment):
-        raise TypeError(f"expected an Environment, its class or its registered name; got {type(env).__name__}")
-    return env
+    if isinstance(env, Environment):
+        if env_config:
+            raise ValueError("env_config applies when the environment is given as a class or a name, not an instance")
+        return env
+    from warp_drive.compat.envs import as_environment, is_warpdrive_env
+
+    if is_warpdrive_env(env) or (isinstance(env, type) and hasattr(env, "get_data_dictionary")):
+        return as_environment(env, env_config, env_registrar=env_registrar)
+    what = env.__name__ if isinstance(env, type) else type(env).__name__
+    raise TypeError(f"{what} is not a warp_drive Environment (an instance, its class or its registered name) nor a "
+                    "WarpDrive-style env (name, num_agents, episode_length, action_space, reset, step, "
+                    "get_data_dictionary)")
+
+
+def _registrar_class(env_registrar: Any, env_name: str) -> type:
+    """WarpDrive's ``env_registrar.get(name, backend)``: the class registered for a kernel
+    backend ("pycuda") first, since every backend here runs the kernel; else the "cpu" one."""
+    has_env = getattr(env_registrar, "has_env", None)
+    for key in ("pycuda", "cpu"):
+        if has_env is None or has_env(env_name, env_backend=key):
+            return env_registrar.get(env_name, env_backend=key)
+    raise KeyError(f"the EnvironmentRegistrar has no environment named {env_name!r} (for 'pycuda' or 'cpu'); "
+                   "register the class with @EnvironmentRegistrar().add(env_backend='pycuda')")
+
+
+def resolve_backend_name(backend: Any, env_backend: Any, use_cuda: Any) -> Any:
+    """Our ``backend=`` or WarpDrive's ``env_backend=`` / ``use_cuda=`` as one backend name."""
+    if use_cuda is not None:
+        warnings.warn("EnvWrapper(use_cuda=) is deprecated (WarpDrive 1.8): pass env_backend='pycuda' or 'cpu'",
+                      DeprecationWarning, stacklevel=3)
+        if env_backend is not None:
+            raise ValueError("pass env_backend= or the deprecated use_cuda=, not both")
+        env_backend = bool(use_cuda)
+    if isinstance(env_backend, bool):  # WarpDrive < 2.0: True -> its CUDA backend, False -> cpu
+        env_backend = "pycuda" if env_backend else "cpu"
+    if env_backend == "numba":
+        raise ValueError(
+            "env_backend='numba': WarpDrive's Numba kernels (Numba<Name>Step, Python @cuda.jit) have no executor here. "
+            "Write the step as a CUDA C kernel (Cuda<Name>Step in a .cu) and use env_backend='pycuda' on a GPU or "
+            "'cpu' (the same kernel compiled for the host)"
+        )
+    if env_backend is not None and backend is not None and env_backend != backend:
+        raise ValueError(f"backend={backend!r} and env_backend={env_backend!r} disagree; pass one of them")
+    if isinstance(backend, dict) or isinstance(env_backend, dict):
+        raise TypeError("EnvWrapper's third positional argument is backend; WarpDrive's positional order "
+                        "(env_obj, env_name, env_config, num_envs, ...) is not supported: pass env_config= by keyword")
+    chosen = backend if backend is not None else env_backend
+    return "auto" if chosen is None else chosen
 
 
 class EnvWrapper:
+    """``num_envs`` replicas of one environment on one device (see the module docstring).
+
+    Our keywords: ``env`` (an Environment instance, class or registered name, or
+    a WarpDrive-style env), ``num_envs``, ``backend`` ("auto", "cpu",
+    "pycuda"), ``blocks_per_env``, ``seed``, ``env_config``,
+    ``reset_pool_size``, ``validate_actions``, ``defines`` (compile-time
+    defines for the env's kernel, over the env's ``cuda_defines``).
+
+    WarpDrive's keywords: ``env_obj`` (as ``env``; ``env_name``/``env_config``
+    are then ignored, as WarpDrive did), ``env_name`` with ``env_config`` (from
+    ``env_registrar`` when given, else our registry), ``env_backend``
+    ("pycuda", "cpu" = the cpu executor, "numba" refused; a bool as its
+    deprecated ``use_cuda``; none given means "auto", not WarpDrive's Python
+    mode), ``env_registrar`` (also the source of the env's
+    ``.cu`` path), ``process_id`` (recorded). ``event_messenger`` is accepted
+    and unused: builds go through a process-safe cache, so no process waits for
+    another's compile. ``testing_mode`` (WarpDrive's prebuilt test fatbin) is
+    refused: kernels are always built from source, and cached.
+    """
+
     def __init__(
         self,
-        env: Any,
-        num_envs: int,
-        backend: Any = "auto",
+        env: Any = None,
+        num_envs: int | None = None,
+        backend: Any = None,
         blocks_per_env: int | None = None,
         seed: int | None = None,
         env_config: dict | None = None,
         reset_pool_size: int = 1000,
         validate_actions: bool | None = None,
+        *,
+        defines: dict | None = None,
+        env_obj: Any = None,
+        env_name: str | None = None,
+        env_backend: Any = None,
+        env_registrar: Any = None,
+        process_id: int = 0,
+        use_cuda: bool | None = None,
+        testing_mode: bool = False,
+        testing_bin_filename: str | None = None,
+        event_messenger: Any = None,
     ):
-        self.env = make_env(env, env_config)
-        self.num_envs = int(num_envs)
+        if isinstance(num_envs, str):
+            raise TypeError(f"EnvWrapper's second positional argument is num_envs, got {num_envs!r}; WarpDrive's "
+                            "positional order (env_obj, env_name, ...) is not supported: pass env_name= by keyword")
+        if testing_mode or testing_bin_filename is not None:
+            raise ValueError("testing_mode / testing_bin_filename loaded WarpDrive's prebuilt test binaries; kernels "
+                             "here are built from their .cu source (and cached): drop those arguments")
+        backend_name = resolve_backend_name(backend, env_backend, use_cuda)  # bad names fail before any build
+        self.env = self._make_env(env, env_obj, env_name, env_config, env_registrar)
+        self.num_envs = 1 if num_envs is None else int(num_envs)  # WarpDrive's default is 1
         self.seed = random_seed() if seed is None else int(seed)
-        self.backend = get_backend(backend)
+        self.backend = get_backend(backend_name)
+        self.process_id = int(process_id)
         env_ = self.env
+        self.defines = {**(getattr(env_, "cuda_defines", None) or {}), **(defines or {})}
         self.num_agents, self.episode_length = int(env_.num_agents), int(env_.episode_length)
         requested_blocks = self._requested_blocks_per_env(blocks_per_env)
 
@@ -92,10 +202,15 @@ class EnvWrapper:
         self._push_reset_pools(reset_pool_size)
 
         self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
-        self.function_manager.compile_and_load(env_.cuda_source_path())
-        self._step = self._bind_step()
+        self.cuda_function_feed = FunctionFeed(self.data_manager)
+        own_step = getattr(env_, "bind_step", None)
+        if own_step is not None:  # the env builds its kernels and launches its own step
+            self._step = own_step(self)
+        else:
+            self.function_manager.compile_and_load(env_.cuda_source_path(), defines=self.defines or None)
+            self._step = self._bind_step()
         self._step_arguments = getattr(getattr(self._step, "_launch", None), "_packed", None)
-        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in self.env.step_args]
+        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in getattr(self.env, "step_args", ())]
         self._action_bounds = self._discrete_action_bounds()
         # Range-checking actions is a reduction and a host sync per step: on by
         # default where arrays live in host memory (the cpu executor: a few us),
@@ -103,9 +218,38 @@ class EnvWrapper:
         if validate_actions is None:
             validate_actions = self.backend.capabilities.memory == "host"
         self.validate_actions = bool(validate_actions)
-        self.blocks_per_env = self._step.grid[1] if env_.thread_layout != THREADS_PER_ENV else 1
+        if env_.thread_layout == THREADS_PER_ENV:
+            self.blocks_per_env = 1
+        else:
+            grid = getattr(self._step, "grid", None)
+            self.blocks_per_env = grid[1] if grid is not None else self.function_manager.blocks_per_env
         self.env_resetter = EnvironmentReset(self.function_manager, seed=self.seed)
-        self.reset_all_envs()
+        # WarpDrive's optional Cuda<Name>Reset, launched by custom_reset_all_envs().
+        self.env_resetter.register_custom_reset_function(self.data_manager, f"Cuda{self.name}Reset")
+        # An env with host_first_reset (WarpDrive-style: its Python reset() made the
+        # pushed state and the first observations) starts its first episode from
+        # that state, as WarpDrive did; ours start from a device reset (pool draws).
+        self._host_first_reset = bool(getattr(env_, "host_first_reset", False))
+        if not self._host_first_reset:
+            self._force_reset()
+        self._first_reset_pending = True
+
+    @staticmethod
+    def _make_env(env, env_obj, env_name, env_config, env_registrar) -> Environment:
+        """The env from our ``env`` or WarpDrive's ``env_obj`` / ``env_name`` keywords."""
+        given = [k for k, v in (("env", env), ("env_obj", env_obj), ("env_name", env_name)) if v is not None]
+        if env_obj is not None and env_name is not None:
+            given.remove("env_name")  # WarpDrive: env_obj wins; env_name and env_config go unused
+        if len(given) != 1:
+            raise TypeError("EnvWrapper needs one environment: env (or WarpDrive's env_obj), or env_name with "
+                            f"env_config; got {', '.join(given) or 'none'}")
+        if env_obj is not None:
+            return make_env(env_obj, None if env_name is not None else env_config, env_registrar)
+        if env_name is not None:
+            if env_registrar is not None:
+                return make_env(_registrar_class(env_registrar, env_name), env_config, env_registrar)
+            return make_env(env_name, env_config)
+        return make_env(env, env_config, env_registrar)
 
     # ------------------------------------------------------------ setup
     def _requested_blocks_per_env(self, requested: int | None) -> int | None:
@@ -221,7 +365,7 @@ class EnvWrapper:
         self.seed = int(seed)
         dm = self.data_manager
         targets = dm.reset_target_to_pool
-        if targets:
+        if targets and getattr(self.env, "redraw_reset_pools", True):
             size = dm.get_shape(next(iter(targets.values())))[0]
             pools = self.env.get_reset_pools(size, np.random.default_rng(self.seed))
             if set(pools) != set(targets):
@@ -235,7 +379,7 @@ class EnvWrapper:
                                        f"pool has {tuple(device_pool.shape)}")
                 device_pool.copy_(torch.from_numpy(host))
         self.env_resetter.init_reset_pool(seed=self.seed)
-        self.reset_all_envs()
+        self._force_reset()
 
     def _bind_step(self):
         """The step launch: its geometry comes from the env's thread layout, the
@@ -249,14 +393,25 @@ class EnvWrapper:
         )
 
     # ------------------------------------------------------------ stepping
-    def step_all_envs(self) -> None:
+    def step_all_envs(self, actions: Any = None) -> None:
         """Advance every replica by one step (one launch).
 
         Before the launch: the step's bound arrays are checked to still be the
         memory they were bound to (a resized or re-pointed array raises instead
         of handing the kernel a stale pointer), and with ``validate_actions``
         the actions are range-checked (:meth:`check_actions`).
+
+        ``actions`` is refused: the kernel reads ``sampled_actions`` on the
+        device. (WarpDrive's ``env_backend="cpu"`` took per-agent action dicts
+        and ran the env's Python step; its GPU modes ignored the argument.)
         """
+        if actions is not None:
+            raise TypeError(
+                f"{self.name}: step_all_envs() takes no actions; write them into wrapper.actions (the device array "
+                "'sampled_actions') and read wrapper.obs / rewards / done. WarpDrive's env_backend='cpu' ran the "
+                "env's Python step(actions); here 'cpu' runs its kernel on the cpu executor. For the Python step, "
+                "call the env object's own step(actions)"
+            )
         if self._step_arguments is not None:
             self._step_arguments.verify(self._step_labels)
         if self.validate_actions:
@@ -265,15 +420,55 @@ class EnvWrapper:
 
     step = step_all_envs
 
-    def reset_only_done_envs(self) -> None:
-        """Reset the replicas whose ``_done_`` flag is set, on the device."""
-        self.env_resetter.reset_when_done(self.data_manager, mode="if_done")
+    def reset_only_done_envs(self, undo_done_after_reset: bool = True) -> dict:
+        """Reset the replicas whose ``_done_`` flag is set, on the device.
 
-    def reset_all_envs(self) -> None:
-        """Reset every replica (each draws a new start state where the env has pools)."""
+        Returns ``{}`` (WarpDrive's return: the arrays change in place).
+        """
+        self.env_resetter.reset_when_done(self.data_manager, mode="if_done",
+                                          undo_done_after_reset=undo_done_after_reset)
+        return {}
+
+    def _force_reset(self) -> None:
         self.env_resetter.reset_when_done(self.data_manager, mode="force_reset")
 
+    def reset_all_envs(self) -> dict:
+        """Reset every replica (each draws a new start state where the env has pools).
+
+        As WarpDrive's: the first call returns the first observations, one
+        env's ``{agent id: observation}`` (a WarpDrive-style env's own
+        ``reset()`` result; for our envs env 0's row of ``observations``, which
+        every env shares unless the env has reset pools); later calls return
+        ``{}``, the arrays being updated in place on the device. For a
+        WarpDrive-style env the first call leaves the device alone, as
+        WarpDrive's did (its first reset was the Python ``reset()`` whose state
+        was pushed), so the first episode matches the first observations.
+        """
+        first_call, self._first_reset_pending = self._first_reset_pending, False
+        if not (first_call and self._host_first_reset):
+            self._force_reset()
+        if not first_call:
+            return {}
+        first = getattr(self.env, "first_observations", None)
+        if first is not None:
+            return first
+        obs = self.data_manager.pull_data_from_device("observations")
+        return {agent: obs[0, agent] for agent in range(self.num_agents)}
+
     reset = reset_all_envs
+
+    def custom_reset_all_envs(self, args: list | None = None, block=None, grid=None) -> dict:
+        """Launch the env's own reset kernel ``Cuda<Name>Reset`` on ``args`` (array or meta names).
+
+        The wrapper registers it when the env's module defines it; the kernel
+        chooses which envs it resets. Returns ``{}`` as WarpDrive's did.
+        """
+        self.env_resetter.custom_reset(args=args, block=block, grid=grid)
+        return {}
+
+    def init_reset_pool(self, seed: int | None = None) -> None:
+        """Restart the pool draws of resets from ``seed`` (a random seed when None)."""
+        self.env_resetter.init_reset_pool(self.data_manager, seed)
 
     # ------------------------------------------------------------ device views
     @property
@@ -313,3 +508,25 @@ class EnvWrapper:
     @property
     def name(self) -> str:
         return self.env.name
+
+    # ------------------------------------------------------------ WarpDrive's names
+    @property
+    def n_agents(self) -> int:
+        return self.num_agents
+
+    @property
+    def n_envs(self) -> int:
+        return self.num_envs
+
+    @property
+    def cuda_data_manager(self) -> DataManager:
+        return self.data_manager
+
+    @property
+    def cuda_function_manager(self) -> FunctionManager:
+        return self.function_manager
+
+    @property
+    def env_backend(self) -> str:
+        """The executor's name: "cpu" (kernels built for the host) or "pycuda"."""
+        return self.backend.name

@@ -9,6 +9,10 @@ reset pool copy one pool row drawn per env (one Philox draw per env and call,
 shared by all its agents and by all pools of the same size, so paired pools
 stay consistent). A second tiny launch clears ``_done_`` and ``_timestep_``.
 No host round trip is needed: the kernels read ``_done_`` where it lies.
+
+An env's own reset kernel (WarpDrive's ``Cuda<Name>Reset``) can be registered
+and launched on named arguments (:meth:`EnvironmentReset.custom_reset`); it
+runs beside these resets, never instead of them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from warp_drive.data_manager import DONE, TIMESTEP
-from warp_drive.function_manager import FunctionManager
+from warp_drive.function_manager import FunctionFeed, FunctionManager
 from warp_drive.sampler import random_seed
 
 _MODES = ("if_done", "force_reset")
@@ -48,6 +52,8 @@ class EnvironmentReset:
         # change (force, seed, counter) are rewritten before each launch.
         self._reset_launch = None
         self._clear_launch = None
+        self._custom_reset = None
+        self._custom_reset_feed = None
 
     def init_reset_pool(self, data_manager=None, seed: int | None = None) -> None:
         """Seed the per-env pool draws (kept for WarpDrive compatibility)."""
@@ -116,6 +122,46 @@ class EnvironmentReset:
         if undo_done_after_reset:
             self._clear_launch.set_scalar(3, force)
             self._clear_launch()
+
+    # ------------------------------------------------------------ custom reset kernels
+    def register_custom_reset_function(self, data_manager, reset_function_name: str | None = None) -> bool:
+        """Register an env's own reset kernel (WarpDrive's ``Cuda<Name>Reset``), if a loaded module defines it.
+
+        A name that no module defines is skipped (WarpDrive's behaviour: the
+        wrapper offers every env's ``Cuda<Name>Reset`` and most envs have none).
+        Returns whether a kernel was registered.
+        """
+        fm = self.function_manager
+        if reset_function_name is None or not any(reset_function_name in m.signatures for m in fm.modules):
+            return False
+        self._custom_reset = fm.get_function(reset_function_name)
+        self._custom_reset_feed = FunctionFeed(data_manager)
+        return True
+
+    @property
+    def custom_reset_function(self):
+        """The registered custom reset kernel, or None."""
+        return self._custom_reset
+
+    def custom_reset(self, args: list | None = None, block=None, grid=None) -> None:
+        """Launch the registered custom reset kernel on ``args`` (array or meta names, as a step's).
+
+        ``block``/``grid`` default to the env geometry of the function manager
+        (one block row per env). The kernel decides which envs it resets (it
+        may read ``_done_``); this framework's pool and twin resets are
+        :meth:`reset_when_done`.
+        """
+        if self._custom_reset is None:
+            raise RuntimeError(
+                "no custom reset kernel is registered: define extern \"C\" __global__ void Cuda<Name>Reset(...) "
+                "in the env's .cu (the wrapper registers it), or call register_custom_reset_function(data_manager, "
+                "name) with a kernel a loaded module defines"
+            )
+        if args is not None and not isinstance(args, (list, tuple)):
+            raise TypeError(f"custom_reset args must be a list of array or meta names; got {type(args).__name__}")
+        fm = self.function_manager
+        self._custom_reset(*self._custom_reset_feed(args or []),
+                           grid=fm.grid if grid is None else grid, block=fm.block if block is None else block)
 
     def state_dict(self) -> dict:
         return {"seed": self.seed, "counter": self.counter}

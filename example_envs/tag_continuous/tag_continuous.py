@@ -195,6 +195,9 @@ class TagContinuous(Environment):
         self.agent_types = np.zeros(n, np.int32)  # 1 = tagger, 0 = runner
         self.agent_types[self.tagger_ids] = 1
         self.runner_ids = np.flatnonzero(self.agent_types == 0).astype(np.int32)
+        # WarpDrive's names: dicts whose keys are the ids (``list(env.taggers)``).
+        self.taggers = dict.fromkeys(self.tagger_ids.tolist(), True)
+        self.runners = dict.fromkeys(self.runner_ids.tolist(), True)
 
         self.acceleration_actions = np.insert(
             np.linspace(F32(min_acceleration), F32(max_acceleration), int(num_acceleration_levels)), 0, 0.0

@@ -116,6 +116,9 @@ class TagGridWorld(Environment):
         self.episode_length = _int_at_least(episode_length, 1, "episode_length")
         self.num_agents = self.num_taggers + 1
         self.runner_id = self.num_agents - 1
+        # WarpDrive's names: dicts whose keys are the ids (``list(env.taggers)``).
+        self.taggers = dict.fromkeys(range(self.num_taggers), True)
+        self.runners = {self.runner_id: True}
         self.wall_hit_penalty = _non_negative(wall_hit_penalty, "wall_hit_penalty")
         self.tag_reward_for_tagger = _non_negative(tag_reward_for_tagger, "tag_reward_for_tagger")
         self.tag_penalty_for_runner = _non_negative(tag_penalty_for_runner, "tag_penalty_for_runner")
