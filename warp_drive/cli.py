@@ -70,6 +70,17 @@ of what is available, shared by the --nproc processes). Each size is tried in a
 child process (a few training iterations), logged with its peak memory and env
 steps/s; training then runs with the chosen sizes.
 
+WarpDrive 2.7 run configs (its run_configs/*.yaml) are detected and translated
+key by key (train_batch_size -> rollout_length, num_episodes x episode_length ->
+total_steps, vf_loss_coeff -> vf_coef, ...; WarpDrive's defaults written out);
+the translation is printed and saved as warpdrive_translation.txt in the run.
+--set takes WarpDrive's keys for such a file (trainer.train_batch_size=400), and
+ours for what it lacks (trainer.backend=cpu). Its example script's flags work:
+  warp-drive train -e tag_continuous            (our shipped config of that env)
+  warp-drive train -e my_warpdrive_config.yaml -n 2 --results_dir first
+  warp-drive train --config single_cartpole.yaml -a
+-n/--num_gpus is --nproc; -a/--auto_scale is --auto-scale.
+
 --set KEY=VALUE takes a dotted key path into the config and a YAML value
 (200, 3e-4, true, null, [64, 64], {type: linear, start: 1e-3, end: 0}).
 The key must exist in the config schema, except below env.config and
@@ -143,8 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate a run config, train its policies, and print the run directory "
         "(config.yaml, metrics.csv, TensorBoard events, checkpoints/).",
     )
-    train.add_argument("--config", "-c", required=True, metavar="NAME_OR_PATH",
-                       help="a shipped config's name (see 'warp-drive configs') or a YAML file")
+    source = train.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", "-c", metavar="NAME_OR_PATH",
+                        help="a shipped config's name (see 'warp-drive configs') or a YAML file (ours, or a "
+                        "WarpDrive 2.7 run config: translated, and the translation printed and saved in the run)")
+    source.add_argument("--env", "-e", metavar="NAME", default=None,
+                        help="WarpDrive's example-script flag: our shipped config of that env (its WarpDrive name, "
+                        "e.g. tag_continuous or single_cartpole, or ours), or a run config file")
     train.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                        help="override config values, e.g. trainer.num_envs=200 policy.tagger.lr=3e-4")
     train.add_argument("--backend", choices=BACKENDS, default=None,
@@ -154,9 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "config under saving.basedir); --set may then change only " + ", ".join(RESUMABLE_KEYS))
     train.add_argument("--no-progress", dest="progress", action="store_false",
                        help="no progress bar (for logs and CI)")
-    train.add_argument("--nproc", type=_positive_int, default=None, metavar="N",
-                       help="data-parallel training with N processes on this machine (via torchrun)")
-    train.add_argument("--auto-scale", action="store_true",
+    train.add_argument("--nproc", "-n", "--num_gpus", dest="nproc", type=_positive_int, default=None, metavar="N",
+                       help="data-parallel training with N processes on this machine (via torchrun): one GPU each, "
+                       "or, without GPUs, N processes sharing the CPU on the cpu executor (default: 1, or a "
+                       "WarpDrive config's trainer.num_gpus)")
+    train.add_argument("--results_dir", "--results-dir", dest="results_dir", metavar="NAME", default=None,
+                       help="the run directory's name under saving.basedir/name/tag instead of a timestamp (new or "
+                       "empty)")
+    train.add_argument("--auto-scale", "--auto_scale", "-a", dest="auto_scale", action="store_true",
                        help="first find the largest num_envs, then the largest PPO minibatch, that fit the memory "
                        "budget (each tried in a child process), and train with them")
     train.add_argument("--memory-budget", metavar="SIZE", default=None,
@@ -191,7 +212,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------- commands
+def resolve_env_flag(args: argparse.Namespace) -> None:
+    """WarpDrive's ``-e NAME``: sets ``args.config`` (and prepends the overrides that name needs)."""
+    from pathlib import Path
+
+    from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV
+
+    name = args.env
+    if Path(name).expanduser().is_file() or name.endswith((".yaml", ".yml")):
+        args.config = name
+    elif name in SHIPPED_FOR_WARPDRIVE_ENV:
+        args.config, extra = SHIPPED_FOR_WARPDRIVE_ENV[name]
+        args.overrides = [*extra, *args.overrides]
+    elif name in available_configs():
+        args.config = name
+    else:
+        known = sorted({*SHIPPED_FOR_WARPDRIVE_ENV, *available_configs()})
+        raise ConfigError(f"-e {name}: no config for that env (known: {', '.join(known)}; or pass a run config "
+                          f"file, ours or WarpDrive's)")
+    args.env = None
+    if os.environ.get("RANK", "0") == "0":
+        print(f"-e {name}: config {args.config}" + (f" with {' '.join(args.overrides)}" if args.overrides else ""))
+
+
 def cmd_train(args: argparse.Namespace) -> int:
+    if getattr(args, "env", None):
+        resolve_env_flag(args)
     overrides = list(args.overrides)
     if args.backend is not None:
         overrides.append(f"trainer.backend={args.backend}")
@@ -199,9 +245,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         config = resume_config(args)
     else:
         config = load_config(args.config, overrides)
+    translation = getattr(config, "warpdrive_translation", None)
+    if translation is not None:
+        if os.environ.get("RANK", "0") == "0":
+            print(translation.text(), flush=True)
+        if args.nproc is None and translation.num_processes > 1 and "WORLD_SIZE" not in os.environ:
+            args.nproc = translation.num_processes  # WarpDrive's -n default: the config's num_gpus
     check_env(config)  # a misspelt env name or constructor argument fails here, before any compile
     if args.auto_scale:
         chosen = auto_scale_sizes(args, config)
+        if translation is not None:  # the batch of a WarpDrive config is over all envs: keep steps per env
+            from warp_drive.compat.run_config import scaled_overrides
+
+            chosen = scaled_overrides(chosen, config.trainer.rollout_length)
         args.overrides = [*args.overrides, *chosen]  # after the user's, so they win; --nproc workers get them too
         config = load_config(args.config, [*overrides, *chosen])
     elif args.memory_budget is not None or args.max_envs is not None:
@@ -216,7 +272,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from warp_drive.training import run  # torch, executors: only now
 
-    run_dir = run.train(config, resume=args.resume, progress=args.progress)
+    extra = {"results_dir": args.results_dir} if args.results_dir is not None else {}
+    run_dir = run.train(config, resume=args.resume, progress=args.progress, **extra)
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per torchrun worker
         print(f"run directory: {run_dir}")
     return 0
@@ -293,6 +350,8 @@ def launch_workers(args: argparse.Namespace) -> int:
         argv += ["--backend", args.backend]
     if args.resume is not None:
         argv += ["--resume", args.resume]
+    if args.results_dir is not None:
+        argv += ["--results_dir", args.results_dir]
     if not args.progress:
         argv.append("--no-progress")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.nproc),

@@ -51,7 +51,7 @@ from warp_drive.backends import BACKEND_NAMES
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
-ALGORITHMS = ("A2C", "PPO")
+ALGORITHMS = ("A2C", "PPO", "DDPG")
 BACKENDS = BACKEND_NAMES  # "cpu-gpu" included: the cpu executor in the GPU's shape
 ACTIVATIONS = ("tanh", "relu")
 BUILTIN_MODELS = ("fully_connected",)
@@ -366,6 +366,8 @@ class ModelConfig:
     obs_normalization: bool = _f(False, _bool)
     log_std_init: float = _f(0.0, _float())
     extra: dict = _f({}, _mapping)  # free-form keys for user-registered models
+    # DDPG's critic (and its target) hidden layers; None: fc_dims, as the actor's.
+    critic_fc_dims: list[int] | None = _f(None, _optional(_layer_sizes, "fc_dims"))
 
 
 @dataclass
@@ -386,10 +388,30 @@ class PolicyConfig:
     num_minibatches: int = _f(4, _int(minimum=1))
     target_kl: float | None = _f(None, _optional(_float(positive=True), "no early stop"))
     to_train: bool = _f(True, _bool)
+    # DDPG only (training/ddpg.py documents each; validated for every algorithm, used by DDPG alone).
+    tau: float = _f(0.005, _float(0.0, 1.0))  # soft target update: target <- (1 - tau) target + tau online
+    critic_lr: float | dict | list | None = _f(None, _optional(_learning_rate, "lr"))
+    replay_buffer_size: int = _f(1_000_000, _int(minimum=1))  # transitions (one per agent per env step)
+    batch_size: int = _f(256, _int(minimum=1))  # transitions per gradient step
+    updates_per_iteration: int | None = _f(None, _optional(_int(minimum=1), "rollout_length"))
+    warmup_steps: int = _f(10_000, _int(minimum=0))  # env steps of uniform random actions before learning
+    noise_stddev: float = _f(0.1, _float(minimum=0.0))  # in units of half the action range
+    noise_damping: float | None = _f(None, _optional(_float(0.0, 1.0), "Gaussian noise"))
+    n_step: int = _f(1, _int(minimum=1))
     model: ModelConfig = _section(ModelConfig)
 
     @staticmethod
     def _check(built: dict, raw: Mapping, path: str, errors: list[str]) -> None:
+        if built.get("algorithm") == "DDPG":
+            size, batch = built.get("replay_buffer_size", 1_000_000), built.get("batch_size", 256)
+            if size < batch:
+                errors.append(f"{path}.replay_buffer_size: {size:,} transitions cannot fill a batch_size of "
+                              f"{batch:,}; raise replay_buffer_size or lower batch_size")
+            if built.get("tau") == 0.0:
+                errors.append(f"{path}.tau: 0 would never move the target networks; use a rate in (0, 1]")
+            if built.get("noise_damping") == 0.0:
+                errors.append(f"{path}.noise_damping: 0 makes the Ornstein-Uhlenbeck noise a random walk that "
+                              f"never decays; use a damping in (0, 1], or null for Gaussian noise")
         # A2C is one gradient step per batch: force 1/1 when left out, refuse anything else.
         if built.get("algorithm") != "A2C":
             return
@@ -543,6 +565,13 @@ def _join(path: str, key: Any) -> str:
 
 def _unknown_key_message(path: str, key: Any, valid: Iterable[str]) -> str:
     valid = list(valid)
+    # A WarpDrive 2.7 key (num_episodes, vf_loss_coeff, ...) is named as such, with what it is here: its
+    # nearest spelling among ours (num_episodes -> num_envs) would point at the wrong key.
+    from warp_drive.compat.run_config import warpdrive_key_hint
+
+    warpdrive = warpdrive_key_hint(path, key)
+    if warpdrive is not None:
+        return f"{_join(path, key)}: unknown key; {warpdrive}"
     close = difflib.get_close_matches(str(key), valid, n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return f"{_join(path, key)}: unknown key; {hint}valid keys here: {', '.join(valid)}"
@@ -723,6 +752,17 @@ def load_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -> RunC
         raise ConfigError(f"{path}: the top level must be a mapping (name, env, trainer, policy, saving), "
                           f"{_got(data)}")
     data = dict(data)
+    from warp_drive.compat.run_config import is_warpdrive_config
+
+    if is_warpdrive_config(data):
+        # WarpDrive 2.7's format: translated key by key; the record rides on the config (the CLI prints it,
+        # a run saves it beside config.yaml).
+        from warp_drive.compat.run_config import translate
+
+        translation = translate(data, overrides, default_name=path.stem, label=str(path))
+        config = translation.run_config
+        config.warpdrive_translation = translation
+        return config
     data.setdefault("name", path.stem)
     data = apply_overrides(data, overrides)
     return RunConfig.from_dict(data, source=str(path))

@@ -28,10 +28,10 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import yaml
@@ -47,7 +47,7 @@ from warp_drive.training.checkpoint import (
     resolve_run_dir,
     save_checkpoint,
 )
-from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, parse_yaml
+from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, RunError, parse_yaml
 from warp_drive.training.metrics import MetricsWriter, Progress, format_summary
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.trainer import Trainer
@@ -57,12 +57,23 @@ FAIL_RANK_ENV = "WARP_DRIVE_TEST_FAIL_RANK"  # test hook: that rank raises after
 DUMP_ENV = "WARP_DRIVE_TEST_DUMP_PARAMS"  # test hook: each rank writes rank<r>.json (param hashes, local counts)
 
 
-def new_run_dir(config: RunConfig) -> Path:
+def new_run_dir(config: RunConfig, results_dir: str | None = None) -> Path:
+    """``<basedir>/<name>/<tag>/<timestamp>``, or ``.../<results_dir>`` (WarpDrive's ``--results_dir``),
+    which must be new or empty: a second run's checkpoints beside the first's would be resumed as one run."""
     root = Path(config.saving.basedir)
     base = root / (config.saving.name or config.name) / config.saving.tag
     # The config refuses absolute and '..' parts; this catches anything that still resolves outside.
     if not base.resolve().is_relative_to(root.resolve()):
         raise ConfigError(f"saving: the run directory {base} is outside saving.basedir {root}")
+    if results_dir is not None:
+        path = base / str(results_dir)
+        if Path(str(results_dir)).is_absolute() or ".." in Path(str(results_dir)).parts or path == base:
+            raise ConfigError(f"results_dir: a directory name inside {base}, got {results_dir!r}")
+        if path.exists() and any(path.iterdir()):
+            raise RunError(f"results_dir: {path} exists and is not empty; pick another name, or continue that "
+                           f"run with --resume {path}")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
         path = base / (stamp if n == 0 else f"{stamp}-{n}")
@@ -95,15 +106,21 @@ def build(config: RunConfig, dist: Distributed | None = None) -> Trainer:
         config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
     env = EnvWrapper(config.env.name, config.trainer.num_envs, backend=config.trainer.backend,
                      seed=config.trainer.seed, env_config=dict(config.env.config))
-    return Trainer(env, config, distributed=dist)
+    from warp_drive.training.ddpg import trainer_class  # DDPG policies get the DDPG trainer
+
+    return trainer_class(config)(env, config, distributed=dist)
 
 
-def train(config: RunConfig, resume: str | None = None, progress: bool = True) -> Path:
-    """Train ``config`` (or resume a run); a rank of a distributed run when started by torchrun."""
+def train(config: RunConfig, resume: str | None = None, progress: bool = True,
+          results_dir: str | None = None) -> Path:
+    """Train ``config`` (or resume a run); a rank of a distributed run when started by torchrun.
+
+    ``results_dir``: the run directory's last part instead of a timestamp (WarpDrive's ``--results_dir``).
+    """
     if not distributed.launched_by_torchrun():
-        return _train(config, resume, progress, None)
+        return _train(config, resume, progress, None, results_dir)
     dist = distributed.init(config.trainer.backend)
-    run_dir = _train(config, resume, progress, dist)
+    run_dir = _train(config, resume, progress, dist, results_dir)
     # Only on success: after a failure a peer may be gone, and torchrun tears the group down anyway.
     distributed.shutdown()
     return run_dir
@@ -148,7 +165,37 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data}
 
 
-def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None) -> Path:
+def write_run_config(run_dir: Path, config: RunConfig) -> None:
+    """``config.yaml``, and for a translated WarpDrive run config the translation beside it."""
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    translation = getattr(config, "warpdrive_translation", None)
+    if translation is not None:
+        (run_dir / "warpdrive_translation.txt").write_text(translation.text() + "\n")
+
+
+@dataclass
+class LoopHooks:
+    """How ``Trainer.train()`` (WarpDrive's API) runs the one training loop of this module: ``evaluate``
+    False skips the before/after episodes, the summary and the GIF; ``on_log(trainer, metrics)`` and
+    ``on_save(trainer)`` run (on the main process) at each metrics log and checkpoint."""
+
+    on_log: Callable[[Trainer, dict], None] | None = None
+    on_save: Callable[[Trainer], None] | None = None
+    evaluate: bool = False
+
+
+def train_trainer(trainer: Trainer, run_dir: Path, hooks: LoopHooks, progress: bool = False) -> Path:
+    """Train an already built ``trainer`` in ``run_dir`` (created by the caller), holding the run's lock."""
+    lock = RunLock(run_dir).acquire()
+    try:
+        write_run_config(run_dir, trainer.config)
+        return _train_in(trainer.config, None, progress, trainer.distributed, run_dir, trainer=trainer, hooks=hooks)
+    finally:
+        lock.release()
+
+
+def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None,
+           results_dir: str | None = None) -> Path:
     main = dist is None or dist.is_main
     lock = None
     try:
@@ -159,9 +206,9 @@ def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distribu
                 lock = RunLock(run_dir).acquire()
                 remove_stale_temp_files(run_dir, before=time.time())  # the lock excludes any live writer
             else:
-                run_dir = new_run_dir(config)
+                run_dir = new_run_dir(config, results_dir)
                 lock = RunLock(run_dir).acquire()
-                (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+                write_run_config(run_dir, config)
         if dist is not None:
             run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
         return _train_in(config, resume, progress, dist, run_dir)
@@ -171,12 +218,14 @@ def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distribu
 
 
 def _train_in(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None,
-              run_dir: Path) -> Path:
+              run_dir: Path, trainer: Trainer | None = None, hooks: LoopHooks | None = None) -> Path:
     main = dist is None or dist.is_main
     rank = 0 if dist is None else dist.rank
     if resume:
         config = resumed_config(run_dir, config)
-    trainer = build(config, dist)
+    if trainer is None:
+        trainer = build(config, dist)
+    evaluate = hooks is None or hooks.evaluate
     if dist is not None:
         # Equal batch and minibatch sizes mean equal numbers of gradient all-reduces on every rank.
         shapes = dist.gather_objects((trainer.batch_env_steps, trainer.num_iterations))
@@ -190,7 +239,7 @@ def _train_in(config: RunConfig, resume: str | None, progress: bool, dist: Distr
     saving = config.saving
     # A full episode in every env with the untrained policies, to compare with
     # the end (returns logged during training favour the episodes that end first).
-    before = None if resume else trainer.run_episodes(greedy=False)["mean_return"]
+    before = None if resume or not evaluate else trainer.run_episodes(greedy=False)["mean_return"]
     if dist is not None and before is not None:
         before = dist.mean_dict(before)
     # A resumed run drops the rows its interrupted predecessor wrote after the checkpoint.
@@ -220,18 +269,24 @@ def _train_in(config: RunConfig, resume: str | None, progress: bool, dist: Distr
                            if k.startswith("charts/episodic_return/")}
                 bar.update(0, {"SPS": f"{metrics['charts/SPS']:,.0f}",
                                **{k: f"{v:.2f}" for k, v in returns.items()}})
+                if hooks is not None and hooks.on_log is not None and main:
+                    hooks.on_log(trainer, metrics)
             if trainer.iteration % saving.model_params_save_freq == 0 or is_last:
                 state = trainer.state_dict()
                 if dist is not None:  # every rank's envs and RNGs, so an N-rank resume continues each rank
                     state["ranks"] = dist.gather_objects(distributed.rank_state(state))
                 if main:
                     save_checkpoint(run_dir, trainer.iteration, state, keep=saving.keep_checkpoints)
+                    if hooks is not None and hooks.on_save is not None:
+                        hooks.on_save(trainer)
             bar.update(1, {})
     finally:
         bar.close()
         if writer is not None:
             writer.close()
     elapsed = time.perf_counter() - started
+    if not evaluate:
+        return run_dir
     after = trainer.run_episodes(greedy=False)["mean_return"]
     if dist is not None:
         after = dist.mean_dict(after)

@@ -30,6 +30,11 @@ data-parallel rank: it starts from rank 0's parameters, averages gradients
 and observation statistics over ranks, and takes the PPO KL early stop on the
 all-reduced KL, so all ranks hold identical models. Its rollouts, metrics and
 ``state_dict`` stay local; ``run.train`` aggregates them.
+
+WarpDrive 2.7's methods (``train()``, ``fetch_episode_states``,
+``evaluate_episodes``, model checkpoints, ``perf_stats``) come from the base
+class in ``warpdrive_methods.py``, written over this file's rollout, update and
+``run_episodes``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import copy
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -52,6 +58,8 @@ from warp_drive.training.algorithms import Batch, NonFiniteError, compute_gae, p
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.models import create_model
 from warp_drive.training.schedules import Schedule
+from warp_drive.training.warpdrive_methods import (PerfStats, WarpDriveTrainerMethods, as_run_config,
+                                                  check_warpdrive_keywords)
 
 ENV_ACTIONS = "sampled_actions"
 # What to do with a rollout or an update that holds a NaN or inf (Trainer's
@@ -109,14 +117,57 @@ def default_policy_map(env_wrapper: EnvWrapper, policy_tags: list[str]) -> dict[
     return {tag: list(groups[tag]) for tag in policy_tags}
 
 
-class Trainer:
+class Trainer(WarpDriveTrainerMethods):
+    def __new__(cls, *args, **kwargs):
+        """A config whose policies use DDPG builds :class:`~warp_drive.training.ddpg.DDPGTrainer` (WarpDrive's
+        ``Trainer(env_wrapper, config=...)`` and ``TrainerDDPG`` alike); ``ddpg.trainer_class`` decides."""
+        if cls is Trainer:
+            from warp_drive.training.ddpg import trainer_class
+
+            cls = trainer_class(kwargs.get("config", args[1] if len(args) > 1 else None))
+        return super().__new__(cls)
+
     def __init__(self, env_wrapper: EnvWrapper, config, policy_tag_to_agent_id_map: dict | None = None,
-                 distributed: Distributed | None = None, on_nonfinite: str | None = None):
-        """``on_nonfinite``: ``"raise"`` (default) stops ``iterate()`` with a
+                 distributed: Distributed | None = None, on_nonfinite: str | None = None, *,
+                 create_separate_placeholders_for_each_policy: bool = False,
+                 obs_dim_corresponding_to_num_agents: str = "first", num_devices: int = 1, device_id: int = 0,
+                 results_dir: str | None = None, verbose: bool = True):
+        """``config``: a :class:`~warp_drive.training.config.RunConfig`, our config
+        dict, or a WarpDrive 2.7 run-config dict (tutorial 5's), translated by
+        :mod:`warp_drive.compat.run_config` against this ``env_wrapper`` (its
+        env, number of envs, episode length and backend); the translation is
+        ``self.translation`` (printed when ``verbose``) and saved in the results
+        directory by :meth:`train`.
+
+        ``on_nonfinite``: ``"raise"`` (default) stops ``iterate()`` with a
         :class:`NonFiniteError` before the update when a rollout or a loss holds
         a NaN or inf; ``"skip"`` drops that iteration's update and counts it in
         the metric ``nonfinite/skipped_updates``. Defaults to the config's
-        ``trainer.on_nonfinite`` when it has one."""
+        ``trainer.on_nonfinite`` when it has one.
+
+        WarpDrive's keywords: ``results_dir`` (the results directory's name under
+        ``saving.basedir/name/tag``, default a timestamp) and ``verbose``
+        (:meth:`train` prints metrics, the other WarpDrive methods what they do).
+        ``create_separate_placeholders_for_each_policy=False`` and
+        ``obs_dim_corresponding_to_num_agents="first"`` change nothing: each
+        policy reads its agents' rows of the env's ``(E, N, ...)`` arrays, and
+        gets its own action array when it drives only some agents. The other
+        values are refused: an env whose kernel reads per-policy arrays, or
+        observations with the agent dimension last, would be fed wrongly.
+        ``num_devices``/``device_id``: one Trainer is one process; a
+        data-parallel run is ``warp-drive train --nproc N`` (or torchrun), which
+        passes ``distributed``, so ``num_devices > 1`` or ``device_id != 0``
+        without it is refused.
+        """
+        check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_policy,
+                                 obs_dim_corresponding_to_num_agents, num_devices, device_id)
+        self.verbose = bool(verbose)
+        self.results_dir = results_dir
+        self.num_devices = 1 if distributed is None else distributed.world_size
+        self.device_id = 0 if distributed is None else distributed.rank
+        config, self.translation = as_run_config(config, env_wrapper)
+        if self.translation is not None and self.verbose:
+            print(self.translation.text())
         self.env = env_wrapper
         self.distributed = distributed
         self.config = config
@@ -140,13 +191,20 @@ class Trainer:
         self.sampler = Sampler(env_wrapper.function_manager, seed=trainer.seed)
         policy_map = policy_tag_to_agent_id_map or default_policy_map(env_wrapper, list(config.policy))
         self._check_policy_map(policy_map)
-        self.policies = {tag: self._make_policy(tag, sorted(ids)) for tag, ids in policy_map.items()}
+        self.policy_tag_to_agent_id_map = {tag: sorted(int(a) for a in ids) for tag, ids in policy_map.items()}
+        # Plain ints: ids from NumPy arrays (env.taggers) would make an int32 index tensor, which index_copy_ refuses.
+        self.policies = {tag: self._make_policy(tag, ids) for tag, ids in self.policy_tag_to_agent_id_map.items()}
         self._allocate_buffers()
         if distributed is not None:
             for p in self.policies.values():
                 distributed.broadcast_module(p.model)
         self.timers = dict.fromkeys(("inference", "sampling", "env_step", "reset", "update"), 0.0)
         self._iteration_started = time.perf_counter()
+        self.perf_stats = PerfStats()
+        self._save_dir: Path | None = None
+        self._closed = False
+        if self.translation is not None and self.translation.checkpoints:
+            self.load_model_checkpoint()  # WarpDrive's model_ckpt_filepath: loaded at start
 
     # ------------------------------------------------------------------ setup
     def _check_policy_map(self, policy_map: dict) -> None:
@@ -185,9 +243,14 @@ class Trainer:
             # The sampler writes this policy's own array; the trainer scatters it into the env's.
             policy.action_name = f"{ENV_ACTIONS}_{policy.tag}"
             shape = (self.num_envs, len(policy.agent_ids)) + ((len(sizes),) if len(sizes) > 1 else ())
-            feed = DataFeed()
-            feed.add_data(policy.action_name, np.zeros(shape, np.int32))
-            dm.push_data_to_device(feed)
+            if dm.is_data_on_device(policy.action_name):  # a second trainer on the same env wrapper
+                if dm.get_shape(policy.action_name) != shape:
+                    raise ValueError(f"policy {policy.tag!r}: the env wrapper already holds "
+                                     f"{policy.action_name!r} of shape {dm.get_shape(policy.action_name)}, not {shape}")
+            else:
+                feed = DataFeed()
+                feed.add_data(policy.action_name, np.zeros(shape, np.int32))
+                dm.push_data_to_device(feed)
         self.sampler.register_actions(dm, policy.action_name, sizes if len(sizes) > 1 else sizes[0])
 
     def _allocate_buffers(self) -> None:
@@ -444,6 +507,7 @@ class Trainer:
         self.env.backend.synchronize()
         elapsed = time.perf_counter() - self._iteration_started
         self.iteration += 1
+        self.perf_stats.add(self.timers, elapsed, self.batch_env_steps)
         metrics["charts/SPS"] = self.batch_env_steps / elapsed
         metrics.update({f"time/{k}": v for k, v in self.timers.items()})
         metrics["time/iteration"] = elapsed
@@ -485,28 +549,42 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
-    def run_episodes(self, greedy: bool = True, record: tuple[str, ...] = ()) -> dict[str, Any]:
+    def run_episodes(self, greedy: bool = True, record: tuple[str, ...] = (), env_id: int = 0,
+                     on_step: Callable[[int, dict], None] | None = None) -> dict[str, Any]:
         """Play one episode in every env (from a fresh reset) and return each policy's mean
-        episodic return; optionally record arrays of env 0 at every step."""
+        episodic return; optionally record arrays of env ``env_id`` at every step.
+
+        Also returned: ``returns`` (policy -> (num_envs, policy agents) episode sums, the
+        final step's reward included) and ``steps`` ((num_envs,) steps each env's
+        episode took). ``on_step(step, dists)``, if given, runs after each env step
+        while env ``env_id``'s episode goes on, before any reset (``dists``: policy ->
+        the action distribution the step's actions came from).
+        """
         self.env.reset_all_envs()
         E = self.num_envs
+        if not 0 <= int(env_id) < E:
+            raise ValueError(f"env_id {env_id} is not an env of this trainer (0..{E - 1})")
         returns = {t: torch.zeros((E, len(p.agent_ids)), device=self.device) for t, p in self.policies.items()}
+        steps = torch.zeros(E, dtype=torch.int32, device=self.device)
         finished = torch.zeros(E, dtype=torch.bool, device=self.device)
-        dm = self.env.data_manager
-        frames = {name: [dm.pull_data_from_device(name)[0].copy()] for name in record}
-        for _ in range(self.env.episode_length):
+        frames = {name: [self._env_row(name, env_id)] for name in record}
+        for step in range(self.env.episode_length):
+            dists = {}
             for p in self.policies.values():
                 p.model.eval()
-                self._act(p, self._policy_obs(p), greedy=greedy)
+                dists[p.tag] = self._act(p, self._policy_obs(p), greedy=greedy)[1]
                 p.model.train()
             self.env.step_all_envs()
             active = (~finished).unsqueeze(1)
             for t, p in self.policies.items():
                 rewards = self.env.rewards if p.covers_all_agents else self.env.rewards.index_select(1, p.index)
                 returns[t] += rewards * active
-            if record and not bool(finished[0]):
+            steps += active.squeeze(1).to(steps.dtype)
+            if (record or on_step is not None) and not bool(finished[env_id]):
                 for name in record:
-                    frames[name].append(dm.pull_data_from_device(name)[0].copy())
+                    frames[name].append(self._env_row(name, env_id))
+                if on_step is not None:
+                    on_step(step, dists)
             finished |= self.env.done > 0
             if bool(finished.all()):
                 break
@@ -514,5 +592,19 @@ class Trainer:
         self.env.reset_all_envs()
         return {
             "mean_return": {t: float(r.mean()) for t, r in returns.items()},
+            "returns": {t: r.cpu().numpy() for t, r in returns.items()},
+            "steps": steps.cpu().numpy(),
             "frames": {name: np.stack(v) for name, v in frames.items()},
         }
+
+    def _env_row(self, name: str, env_id: int) -> np.ndarray:
+        """Env ``env_id``'s slice of array ``name``, on the host (one row copied, not the whole array)."""
+        dm = self.env.data_manager
+        if not dm.is_data_on_device(name):
+            raise KeyError(f"{name!r} is not an array of {self.env.name} (arrays: {', '.join(dm.array_names)})")
+        tensor = dm.data_on_device_via_torch(name)
+        if tensor.dim() == 0 or tensor.shape[0] != self.num_envs:
+            raise ValueError(f"{name!r} has shape {tuple(tensor.shape)}, not one row per env ({self.num_envs}); "
+                             f"only per-env arrays can be fetched per episode")
+        self.env.backend.synchronize()
+        return tensor[env_id].detach().cpu().numpy().copy()
