@@ -114,7 +114,7 @@ def test_executors_reach_each_suite_as_its_command_line_names_them():
 
 @pytest.mark.parametrize("argv, message", [
     (["--suites", "paper,nope"], "unknown 'nope'"),
-    (["--smoke", "--suites", "envs"], "--smoke (toy sizes) works with --suites paper only"),
+    (["--smoke", "--suites", "envs"], "--smoke (toy sizes) works with --suites paper,ddpg only"),
     (["--backends", "gpu"], "executors are 'cpu' and 'pycuda'"),
 ])
 def test_bad_arguments_name_the_fix(argv, message, capsys):
@@ -129,3 +129,14 @@ def test_csv_of_rows_with_different_columns(tmp_path):
     assert path == tmp_path / "mixed.csv"
     assert read_csv(path) == [{"a": "1", "b": "2.5", "c": ""}, {"a": "3", "b": "", "c": "x"}]
     assert common.results_dir() == common.RESULTS_DIR  # restored after the block
+
+
+def test_ddpg_curve_smoke(tmp_path):
+    """``benchmarks.ddpg`` on toy sizes: a point before training and at each interval, a CSV row each, a PNG."""
+    from benchmarks import ddpg
+
+    rows = ddpg.main(["--smoke", "--backends", "cpu", "--out", str(tmp_path)])
+    assert [row["env steps"] for row in rows] == [0, 256, 512]
+    assert all(-2000 < row["greedy return"] < 0 for row in rows)
+    assert [int(r["env steps"]) for r in read_csv(tmp_path / "ddpg.csv")] == [0, 256, 512]
+    assert (tmp_path / "ddpg_pendulum.png").read_bytes().startswith(PNG_MAGIC)
