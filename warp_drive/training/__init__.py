@@ -8,9 +8,13 @@ reading a config or listing shipped configs does not import torch.
 * ``config``: run config dataclasses, YAML loading, ``--set`` overrides, validation
 * ``configs/``: shipped run configs, one per example environment
 * ``schedules``: constant / linear / piecewise-linear hyper-parameter schedules
-* ``models``: actor-critic networks and the model registry
+* ``models``: actor-critic networks and the model registry (``models.factory``: WarpDrive's ``ModelFactory``)
 * ``algorithms``, ``trainer``: GAE, the A2C and PPO updates, the training loop
+* ``ddpg``: DDPG for Box actions (device replay buffer, target networks with ``tau``, OU or Gaussian noise)
+* ``warpdrive_methods``: WarpDrive 2.7's ``Trainer`` methods (``train()``, ``fetch_episode_states``, ...)
 * ``metrics``, ``checkpoint``, ``render``: CSV/TensorBoard logs, checkpoints, episode GIFs
 * ``run``: ``train()`` and ``evaluate()``
 * ``lightning``: ``WarpDriveModule`` / ``RolloutDataModule`` for ``lightning.Trainer`` (extra ``lightning``)
+* ``trainers``, ``utils``, ``pytorch_lightning``: WarpDrive 2.7's import paths, aliases of the above
+  (see ``docs/migrating_from_warpdrive.md``)
 """

@@ -52,6 +52,14 @@ How the two training loops map onto each other, and why:
   (Lightning's DDP gradient sync is switched off for the update so that the
   gradients are averaged once), and metrics aggregated over ranks.
 
+WarpDrive 2.7's Lightning API (``warp_drive.training.pytorch_lightning``) is this
+module: ``WarpDriveModule(env_wrapper=, config=, policy_tag_to_agent_id_map=, ...)``
+(see the class; an epoch is then one rollout, as WarpDrive counted) and the
+callbacks ``CUDACallback`` and ``PerfStatsCallback``, all built on
+``lightning.pytorch``: pass them to ``lightning.Trainer`` (WarpDrive's
+tutorial imported ``pytorch_lightning.Trainer``, a separate package in
+Lightning 2 that refuses ``lightning.pytorch`` modules).
+
 The warp_drive Trainer (env, models, optimizers) is built in ``setup()``, when
 Lightning knows the device and the process's rank; ``warp_trainer`` holds it.
 The policies train in float32 (``precision="32-true"``); other precisions are
@@ -60,6 +68,7 @@ refused (see ``SUPPORTED_PRECISIONS``).
 
 from __future__ import annotations
 
+import time
 from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Iterator
@@ -67,6 +76,7 @@ from typing import Any, Iterator
 import torch
 
 from warp_drive.backends import backend_class
+from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.training import distributed
 from warp_drive.training.config import RunConfig
 from warp_drive.training.run import build, state_for_rank
@@ -116,16 +126,19 @@ class Rollout:
 class RolloutLoader:
     """An iterable of rollouts: each ``next()`` collects one on the device and yields its buffers.
 
-    It stops when the warp_drive Trainer has run the config's iterations. Its
-    length is the run's number of iterations (one epoch = the whole run), which
-    also stops Lightning from fetching a batch ahead.
+    It stops when the warp_drive Trainer has run the config's iterations, or
+    after ``rollouts_per_epoch`` rollouts when that is given (WarpDrive's
+    epochs). Its length is the epoch's number of rollouts (by default the
+    run's iterations: one epoch = the whole run), which also stops Lightning
+    from fetching a batch ahead.
     """
 
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: Trainer, rollouts_per_epoch: int | None = None):
         self.trainer = trainer
+        self.rollouts_per_epoch = rollouts_per_epoch
 
     def __len__(self) -> int:
-        return self.trainer.num_iterations
+        return self.rollouts_per_epoch or self.trainer.num_iterations
 
     def state_dict(self) -> dict[str, int]:
         """Makes Lightning treat the loader as resumable mid-epoch, which it is: the envs, samplers and
@@ -136,8 +149,9 @@ class RolloutLoader:
         pass  # see state_dict
 
     def __iter__(self) -> Iterator[Rollout]:
-        trainer = self.trainer
-        while trainer.iteration < trainer.num_iterations:
+        trainer, left = self.trainer, self.rollouts_per_epoch
+        while trainer.iteration < trainer.num_iterations and (left is None or left > 0):
+            left = None if left is None else left - 1
             trainer.begin_iteration()
             trainer.collect_rollout()
             yield Rollout(trainer)
@@ -149,10 +163,46 @@ class WarpDriveModule(pl.LightningModule):
     ``source`` is a ``RunConfig`` (the Trainer is built in ``setup()``, on the
     device Lightning chose, one per process) or an existing ``Trainer``
     (single process; its env already lives on a device).
+
+    WarpDrive 2.7's form, ``WarpDriveModule(env_wrapper=, config=,
+    policy_tag_to_agent_id_map=, create_separate_placeholders_for_each_policy=False,
+    obs_dim_corresponding_to_num_agents="first", results_dir=None, verbose=True)``
+    (keywords or WarpDrive's positional order), builds the warp_drive
+    ``Trainer(env_wrapper, config=config, ...)`` at once from those arguments:
+    ``config`` may be a WarpDrive run-config dict (translated by the Trainer,
+    the translation printed when ``verbose``) or our config. It then runs as
+    WarpDrive's module did: **an epoch is one rollout** (its tutorial counts
+    ``max_epochs`` in iterations; ``rollouts_per_epoch`` overrides this), the
+    WarpDrive metrics block is printed every ``saving.metrics_log_freq``
+    iterations when ``verbose`` and written to ``results.json``, and the
+    ``<policy>_<env steps>.state_dict`` files are saved every
+    ``saving.model_params_save_freq`` iterations and at the last, under
+    ``saving.basedir/name/tag/<results_dir or a timestamp>`` (``save_dir``).
+    Fit stops once the config's iterations are done, whatever ``max_epochs``
+    says. Its envs live where the wrapper put them: ``env_backend="cpu"``
+    goes with ``accelerator="cpu"``, ``"pycuda"`` with ``accelerator="gpu"``.
     """
 
-    def __init__(self, source: RunConfig | Trainer):
+    def __init__(self, source: RunConfig | Trainer | EnvWrapper | None = None, config: Any = None,
+                 policy_tag_to_agent_id_map: dict | None = None,
+                 create_separate_placeholders_for_each_policy: bool = False,
+                 obs_dim_corresponding_to_num_agents: str = "first", results_dir: str | None = None,
+                 verbose: bool = True, *, env_wrapper: EnvWrapper | None = None,
+                 rollouts_per_epoch: int | None = None):
         super().__init__()
+        warpdrive_form = env_wrapper is not None or isinstance(source, EnvWrapper)
+        if warpdrive_form:
+            source = self._warpdrive_trainer(source, env_wrapper, config, policy_tag_to_agent_id_map,
+                                             create_separate_placeholders_for_each_policy,
+                                             obs_dim_corresponding_to_num_agents, results_dir, verbose)
+        else:
+            source = self._our_source(source, config, policy_tag_to_agent_id_map)
+        if rollouts_per_epoch is not None and (isinstance(rollouts_per_epoch, bool)
+                                               or not isinstance(rollouts_per_epoch, int) or rollouts_per_epoch < 1):
+            raise ValueError(f"rollouts_per_epoch must be an integer >= 1 (or None: one epoch = the whole run), "
+                             f"got {rollouts_per_epoch!r}")
+        self.rollouts_per_epoch = rollouts_per_epoch if rollouts_per_epoch or not warpdrive_form else 1
+        self.warpdrive_outputs = warpdrive_form  # WarpDrive's printed metrics, results.json and model files
         if isinstance(source, Trainer) and not isinstance(source.config, RunConfig):
             raise TypeError(f"the Trainer's config must be a RunConfig (it names the run in checkpoints and "
                             f"hyper-parameter logs); got {type(source.config).__name__}")
@@ -166,6 +216,85 @@ class WarpDriveModule(pl.LightningModule):
                             f"warp_drive Trainer; got {type(source).__name__}")
         self.automatic_optimization = False  # PPO: several optimizer steps per rollout
         self.save_hyperparameters({"config": self.config.to_dict()})
+
+    @staticmethod
+    def _warpdrive_trainer(source, env_wrapper, config, policy_tag_to_agent_id_map, separate_placeholders,
+                           obs_dim, results_dir, verbose) -> Trainer:
+        """The Trainer of WarpDrive's form, built by the Trainer's own WarpDrive constructor."""
+        if isinstance(source, EnvWrapper):
+            if env_wrapper is not None:
+                raise TypeError("WarpDriveModule got the env wrapper twice (positionally and as env_wrapper=)")
+            env_wrapper = source
+        elif source is not None:
+            raise TypeError(f"WarpDriveModule(env_wrapper=...) takes its run config as config=, not a "
+                            f"{type(source).__name__} as the first argument")
+        if not isinstance(env_wrapper, EnvWrapper):
+            raise TypeError(f"env_wrapper must be a warp_drive EnvWrapper, got {type(env_wrapper).__name__}")
+        if config is None:
+            raise TypeError("WarpDriveModule(env_wrapper=...) needs config=: a WarpDrive run-config dict "
+                            "(tutorial 7's run_config) or a RunConfig")
+        return Trainer(env_wrapper, config=config, policy_tag_to_agent_id_map=policy_tag_to_agent_id_map,
+                       create_separate_placeholders_for_each_policy=separate_placeholders,
+                       obs_dim_corresponding_to_num_agents=obs_dim, results_dir=results_dir, verbose=verbose)
+
+    @staticmethod
+    def _our_source(source, config, policy_tag_to_agent_id_map):
+        """``source``, or a RunConfig given as ``config=``; WarpDrive's arguments need its env wrapper."""
+        if config is not None:
+            if source is not None:
+                raise TypeError("WarpDriveModule takes one source: a RunConfig or a Trainer, not also config=")
+            if isinstance(config, dict):
+                raise TypeError("a WarpDrive run-config dict needs its env: WarpDriveModule(env_wrapper=EnvWrapper("
+                                "...), config=run_config, policy_tag_to_agent_id_map=...)")
+            source = config
+        if policy_tag_to_agent_id_map is not None:
+            raise TypeError("policy_tag_to_agent_id_map goes with env_wrapper= (WarpDrive's form); a RunConfig "
+                            "names its policies' agents itself")
+        return source
+
+    # ------------------------------------------------------------------ WarpDrive 2.7's module attributes
+    @property
+    def cuda_envs(self) -> EnvWrapper:
+        """WarpDrive's name for the env wrapper."""
+        return self.warp_trainer.env
+
+    @property
+    def num_iters(self) -> int:
+        """The run's number of iterations (rollouts), WarpDrive's ``num_iters``."""
+        return self.warp_trainer.num_iterations
+
+    @property
+    def training_batch_size(self) -> int:
+        """Env steps per iteration over all envs (WarpDrive's ``train_batch_size``)."""
+        return self.warp_trainer.batch_env_steps
+
+    @property
+    def save_dir(self):
+        """Where WarpDrive's outputs go (the Trainer's results directory)."""
+        return self.warp_trainer.save_dir
+
+    def reset_all_envs(self) -> None:
+        """Reset every env and drop the partial episode returns (``CUDACallback`` does this at train start)."""
+        warp = self.warp_trainer
+        warp.env.reset_all_envs()
+        for p in warp.policies.values():
+            p.running_return.zero_()
+
+    def fetch_episode_states(self, *args, **kwargs):
+        """The warp_drive ``Trainer.fetch_episode_states`` (WarpDrive's module had it; the animation uses it)."""
+        return self.warp_trainer.fetch_episode_states(*args, **kwargs)
+
+    def evaluate_episodes(self, *args, **kwargs):
+        return self.warp_trainer.evaluate_episodes(*args, **kwargs)
+
+    def load_model_checkpoint(self, *args, **kwargs):
+        return self.warp_trainer.load_model_checkpoint(*args, **kwargs)
+
+    def save_model_checkpoint(self, *args, **kwargs):
+        return self.warp_trainer.save_model_checkpoint(*args, **kwargs)
+
+    def graceful_close(self) -> None:
+        self.warp_trainer.graceful_close()
 
     # ------------------------------------------------------------------ setup
     @property
@@ -242,7 +371,7 @@ class WarpDriveModule(pl.LightningModule):
         return [p.optimizer for p in self.warp_trainer.policies.values()]
 
     def train_dataloader(self) -> RolloutLoader:
-        return RolloutLoader(self.warp_trainer)
+        return RolloutLoader(self.warp_trainer, self.rollouts_per_epoch)
 
     # ------------------------------------------------------------------ training
     def training_step(self, batch: Rollout, batch_idx: int) -> None:
@@ -256,8 +385,22 @@ class WarpDriveModule(pl.LightningModule):
         with self.trainer.strategy.block_backward_sync() if warp.distributed is not None else nullcontext():
             metrics = warp.update(optimizers=by_tag, backward=self.manual_backward)
         metrics = warp.end_iteration(metrics)
+        if self.warpdrive_outputs:
+            self._write_warpdrive_outputs(metrics)
         if self._writes_logs_now():
             self._log_metrics(metrics)
+
+    def _write_warpdrive_outputs(self, metrics: dict[str, float]) -> None:
+        """WarpDrive's module outputs, on the schedule of ``Trainer.train()``: the metrics block (printed when
+        verbose) and ``results.json`` every ``metrics_log_freq`` iterations, the model files every
+        ``model_params_save_freq``, both at the last iteration too."""
+        warp, saving = self.warp_trainer, self.warp_trainer.config.saving
+        last = warp.iteration == warp.num_iterations
+        if warp.iteration % saving.metrics_log_freq == 0 or last:
+            # reset=False: the episodes stay counted for Lightning's own log of this batch.
+            warp._log_warpdrive_metrics(warp, {**metrics, **warp.episode_metrics(reset=False)})
+        if warp.iteration % saving.model_params_save_freq == 0 or last:
+            warp._write_models()
 
     def _writes_logs_now(self) -> bool:
         """Whether Lightning writes this batch's metrics (every ``log_every_n_steps``-th batch).
@@ -323,3 +466,88 @@ class RolloutDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> RolloutLoader:
         return self.module.train_dataloader()
+
+
+class CUDACallback(pl.Callback):
+    """WarpDrive's ``CUDACallback(module)``: resets every env of ``module`` when training starts, says when it ends.
+
+    The reset also drops partial episode returns, so the first episodes' returns
+    count only their own rewards. (It resets after a checkpoint is restored too,
+    as WarpDrive did; leave the callback out to resume a run exactly.)
+    """
+
+    def __init__(self, module: WarpDriveModule):
+        super().__init__()
+        if not isinstance(module, WarpDriveModule):
+            raise TypeError(f"CUDACallback takes the WarpDriveModule whose envs it resets; got {type(module).__name__}")
+        self.module = module
+        self.resets = 0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.module.reset_all_envs()
+        self.resets += 1
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        print("Training is complete!")
+
+
+class PerfStatsCallback(pl.Callback):
+    """WarpDrive's ``PerfStatsCallback(batch_size, num_iters, log_freq=1)``: prints the throughput while fitting.
+
+    The numbers are the warp_drive Trainer's own (``Trainer.perf_stats``, timed
+    from the start of each rollout to the end of its update, after waiting for
+    the device), printed every ``log_freq`` iterations, at the last, and with
+    the fit's wall time at the end of ``fit``; each printed dict is kept in
+    ``history``. Unlike WarpDrive's (which timed only the update and divided
+    all the env steps by that time), "training" and "total" here are the update
+    and the whole iteration, the rollout included. ``batch_size`` must be the
+    module's env steps per iteration (``module.training_batch_size``): the
+    steps per second are counted from the steps actually run, and a different
+    number would silently disagree with them.
+    """
+
+    def __init__(self, batch_size: int | None = None, num_iters: int | None = None, log_freq: int = 1):
+        super().__init__()
+        for name, value in (("batch_size", batch_size), ("num_iters", num_iters), ("log_freq", log_freq)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PerfStatsCallback: {name} must be an integer >= 1, got {value!r}")
+        self.batch_size, self.num_iters, self.log_freq = batch_size, num_iters, log_freq
+        self.iters = 0
+        self.history: list[dict[str, float]] = []
+        self._fit_started = 0.0
+
+    def _warp(self, pl_module) -> Trainer:
+        if not isinstance(pl_module, WarpDriveModule):
+            raise TypeError(f"PerfStatsCallback reports a WarpDriveModule's throughput; got {type(pl_module).__name__}")
+        return pl_module.warp_trainer
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self._fit_started = time.perf_counter()
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        steps = self._warp(pl_module).batch_env_steps
+        if steps != self.batch_size:
+            raise ValueError(f"PerfStatsCallback(batch_size={self.batch_size}) but the module runs {steps} env steps "
+                             f"per iteration: pass batch_size=module.training_batch_size")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.iters += 1
+        if self.iters % self.log_freq == 0 or self.iters == self.num_iters:
+            self._report(self._warp(pl_module).perf_stats.get_perf_stats())
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        stats = self._warp(pl_module).perf_stats
+        elapsed = time.perf_counter() - self._fit_started
+        fit = {"Mean fit time per iter (ms)": elapsed * 1000 / stats.iters if stats.iters else float("nan"),
+               "Mean steps per sec (fit)": stats.steps / elapsed if elapsed > 0 else float("nan")}
+        self._report({**stats.get_perf_stats(), **fit})
+
+    def _report(self, stats: dict[str, float]) -> None:
+        self.history.append(dict(stats))
+        print("=" * 40)
+        print("Speed performance stats")
+        print("=" * 40)
+        print(f"{'Iteration':40}: {f'{self.iters} / {self.num_iters}':13}")
+        for key, value in stats.items():
+            print(f"{key:40}: {value:10.2f}")
+        print()
