@@ -407,3 +407,37 @@ def test_cli_trains_warpdrive_ddpg_configs(tmp_path, capsys, name):
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert len(rows) >= 2  # a header and at least one iteration's metrics
     assert "noise_stddev" in (run_dir / "warpdrive_translation.txt").read_text()
+
+
+def test_warpdrive_readme_python_interface(tmp_path, capsys):
+    """WarpDrive 2.7.1's README "Python Interface" program, with its tag_continuous run config
+    (sizes shrunk in the dict, as a user trying it on a laptop would) and env_backend "cpu"."""
+    from example_envs.tag_continuous.tag_continuous import TagContinuous
+    from warp_drive.env_wrapper import EnvWrapper
+    from warp_drive.training.trainer import Trainer
+
+    run_config = yaml.safe_load((CONFIGS / "tag_continuous.yaml").read_text())
+    run_config["env"].update(num_taggers=2, num_runners=6, episode_length=20)
+    run_config["trainer"].update(num_envs=4, num_episodes=8, train_batch_size=40)
+    run_config["saving"] = {**run_config.get("saving", {}), "basedir": str(tmp_path)}
+
+    env_wrapper = EnvWrapper(
+        TagContinuous(**run_config["env"]),
+        num_envs=run_config["trainer"]["num_envs"],
+        env_backend="cpu",
+    )
+    policy_tag_to_agent_id_map = {
+        "tagger": list(env_wrapper.env.taggers),
+        "runner": list(env_wrapper.env.runners),
+    }
+    trainer = Trainer(
+        env_wrapper=env_wrapper,
+        config=run_config,
+        policy_tag_to_agent_id_map=policy_tag_to_agent_id_map,
+    )
+    results = trainer.train()
+    taggers, runners = policy_tag_to_agent_id_map["tagger"], policy_tag_to_agent_id_map["runner"]
+    assert len(taggers) == 2 and sorted(taggers + runners) == list(range(8))  # taggers drawn from the env's seed
+    assert trainer.iteration == 4 and trainer.env_steps == 160
+    assert results.is_dir() and (results / "results.json").is_file()
+    assert "Iterations Completed" in capsys.readouterr().out
