@@ -423,24 +423,7 @@ class DDPGTrainer(Trainer):
                 actions, _, _ = self._act(p, obs, random=random)
                 p.buffers["obs"][t] = obs
                 p.buffers["actions"][t] = actions
-            started = time.perf_counter()
-            self.env.step_all_envs()
-            self.timers["env_step"] += time.perf_counter() - started
-            done = self.env.done
-            self.done_buffer[t] = done
-            ended = (done > 0).unsqueeze(1)
-            for p in self.policies.values():
-                rewards = self.env.rewards if p.covers_all_agents else self.env.rewards.index_select(1, p.index)
-                p.buffers["rewards"][t] = rewards.reshape(-1)
-                p.buffers["final_obs"][t] = self._policy_obs(p)  # before the reset: bootstraps truncations
-                p.running_return += rewards
-                per_env = p.running_return.mean(dim=1, keepdim=True)
-                p.finished_return_sum += (per_env * ended).sum()
-                p.finished_count += ended.sum()
-                p.running_return *= ~ended
-            started = time.perf_counter()
-            self.env.reset_only_done_envs()
-            self.timers["reset"] += time.perf_counter() - started
+            self._step_envs_and_record(t)
         self.env_steps += self.batch_env_steps
 
     # ------------------------------------------------------------------ update

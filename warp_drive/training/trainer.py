@@ -318,25 +318,31 @@ class Trainer(WarpDriveTrainerMethods):
                 buf["actions"][t] = actions.reshape(buf["actions"].shape[1:]).to(buf["actions"].dtype)
                 buf["logprobs"][t] = dist.log_prob(actions)
                 buf["values"][t] = value
-            started = time.perf_counter()
-            self.env.step_all_envs()
-            self.timers["env_step"] += time.perf_counter() - started
-            done = self.env.done
-            self.done_buffer[t] = done
-            ended = (done > 0).unsqueeze(1)
-            for p in self.policies.values():
-                rewards = self.env.rewards if p.covers_all_agents else self.env.rewards.index_select(1, p.index)
-                p.buffers["rewards"][t] = rewards.reshape(-1)
-                p.buffers["final_obs"][t] = self._policy_obs(p)  # before the reset: bootstraps truncations
-                p.running_return += rewards
-                per_env = p.running_return.mean(dim=1, keepdim=True)
-                p.finished_return_sum += (per_env * ended).sum()
-                p.finished_count += ended.sum()
-                p.running_return *= ~ended
-            started = time.perf_counter()
-            self.env.reset_only_done_envs()
-            self.timers["reset"] += time.perf_counter() - started
+            self._step_envs_and_record(t)
         self.env_steps += self.batch_env_steps
+
+    def _step_envs_and_record(self, t: int) -> None:
+        """Step every env once; record step ``t``'s rewards, done flags and final observations
+        (before the reset: they bootstrap truncated episodes) in every policy's buffers, count
+        the episodes that ended, then reset the done envs. Shared by every algorithm's rollout."""
+        started = time.perf_counter()
+        self.env.step_all_envs()
+        self.timers["env_step"] += time.perf_counter() - started
+        done = self.env.done
+        self.done_buffer[t] = done
+        ended = (done > 0).unsqueeze(1)
+        for p in self.policies.values():
+            rewards = self.env.rewards if p.covers_all_agents else self.env.rewards.index_select(1, p.index)
+            p.buffers["rewards"][t] = rewards.reshape(-1)
+            p.buffers["final_obs"][t] = self._policy_obs(p)  # before the reset: bootstraps truncations
+            p.running_return += rewards
+            per_env = p.running_return.mean(dim=1, keepdim=True)
+            p.finished_return_sum += (per_env * ended).sum()
+            p.finished_count += ended.sum()
+            p.running_return *= ~ended
+        started = time.perf_counter()
+        self.env.reset_only_done_envs()
+        self.timers["reset"] += time.perf_counter() - started
 
     # ------------------------------------------------------------------ update
     def _advantages(self, p: Policy) -> tuple[torch.Tensor, torch.Tensor]:
