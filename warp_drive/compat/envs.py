@@ -17,9 +17,9 @@ pools, validation) and only dispatches:
   by every env -- then WarpDrive's 64 -> 32-bit cast, with a warning
   (:func:`warp_drive.compat.managers.warpdrive_cast`);
 * placeholders WarpDrive's data loader made and the env did not declare:
-  ``observations`` (E, N, *obs) reset-copied, from ``reset()``;
+  ``observations`` ``(E, N, *obs)`` reset-copied, from ``reset()``;
   ``sampled_actions`` from ``action_space`` (Discrete -> (E, N, 1) int32,
-  MultiDiscrete -> (E, N, H) int32, Box -> (E, N, *shape) float32);
+  MultiDiscrete -> (E, N, H) int32, Box -> ``(E, N, *shape)`` float32);
   ``rewards`` (E, N) float32;
 * spaces: old ``gym`` spaces become Gymnasium's; observation spaces are
   unbounded float32 Boxes shaped like the first reset's observations (WarpDrive

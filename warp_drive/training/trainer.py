@@ -118,6 +118,13 @@ def default_policy_map(env_wrapper: EnvWrapper, policy_tags: list[str]) -> dict[
 
 
 class Trainer(WarpDriveTrainerMethods):
+    """Trains every policy of one :class:`~warp_drive.env_wrapper.EnvWrapper` with A2C or PPO.
+
+    ``iterate()`` runs one rollout and update (the module docstring has the
+    details); ``run.train`` drives it for a whole run, and WarpDrive's
+    ``train()`` is here too.
+    """
+
     def __new__(cls, *args, **kwargs):
         """A config whose policies use DDPG builds :class:`~warp_drive.training.ddpg.DDPGTrainer` (WarpDrive's
         ``Trainer(env_wrapper, config=...)`` and ``TrainerDDPG`` alike); ``ddpg.trainer_class`` decides."""
