@@ -97,11 +97,11 @@ def env_scaling(backend: str, quick: bool) -> list[dict]:
     rows = []
     for num_envs in ENV_COUNTS[backend][0 if quick else 1]:
         config = load_config(CONFIG, [f"trainer.backend={backend}", f"trainer.num_envs={num_envs}"])
-        report = probe_config(config, iterations=2 if quick else 4)
+        probe = probe_config(config, probe_seconds=1.0 if quick else 3.0)
         rows.append({"benchmark": "envs", "workload": f"{CONFIG} training", "backend": backend, "config": CONFIG,
                      "processes": 1, "envs": num_envs, "agents": agents_per_env(config),
-                     "env steps/s": report.get("sps") or 0.0, "peak MiB": (report.get("peak") or 0) / 2**20,
-                     "fits": "yes" if report["fits"] else "no", "why not": report.get("reason", "")})
+                     "env steps/s": probe.env_steps_per_s or 0.0, "peak MiB": (probe.peak_bytes or 0) / 2**20,
+                     "fits": "yes" if probe.fits else "no", "why not": probe.reason})
     return rows
 
 
@@ -109,14 +109,13 @@ def env_scaling(backend: str, quick: bool) -> list[dict]:
 def auto_scaling(backend: str, quick: bool, memory_budget: str | None) -> tuple[list[dict], dict]:
     config = load_config(CONFIG, [f"trainer.backend={backend}", "trainer.total_steps=100_000_000"])
     result = auto_scale(config, memory_budget, MAX_ENVS[backend][0 if quick else 1], log=print)
-    rows = [{"benchmark": "auto-scale", "workload": f"{CONFIG}: auto-scale probes, {row['phase']} phase",
+    rows = [{"benchmark": "auto-scale", "workload": f"{CONFIG}: auto-scale probes",
              "backend": backend, "config": CONFIG, "processes": 1, "agents": agents_per_env(config), **row}
             for row in result.rows()]
     summary = {"backend": backend, "config's envs": config.trainer.num_envs,
                "config's env steps/s": result.baseline.env_steps_per_s if result.baseline else 0.0,
-               "chosen envs": result.num_envs,
-               "chosen num_minibatches": " ".join(f"{tag}={n}" for tag, n in result.num_minibatches.items()),
-               "chosen env steps/s": result.chosen.env_steps_per_s or 0.0, "gain": result.speedup or 0.0,
+               "chosen envs": result.num_envs, "chosen env steps/s": result.chosen.env_steps_per_s,
+               "gain": result.speedup or 0.0,
                "budget": result.budget_note, "probes": len(result.probes)}
     return rows, summary
 
