@@ -4,34 +4,47 @@ PYTHON ?= python3
 VENV ?= .venv
 
 VPY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 # The CPU wheel; installed only when the venv has no importable torch, so that
-# pip never resolves the "torch>=2.1" requirement to the multi-GB CUDA build.
+# pip never resolves the "torch>=2.3" requirement to the multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
+TEST_EXTRAS := [dev,docs]
 
-.PHONY: setup test train clean distclean
+.PHONY: setup test train docs clean distclean
 
-setup: $(STAMP)
+# `make train` needs only the package and its runtime dependencies; `make test`
+# adds the [dev] and [docs] extras. Each install leaves a stamp in the venv.
+setup: $(VENV)/.installed
 
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): setup.py requirements.txt | $(VPY)
+# $(call install,EXTRAS): torch first if none is importable, then the package.
+define install
 	@if ! $(VPY) -c "import torch" >/dev/null 2>&1; then \
 		echo "torch not importable in $(VENV): installing $(TORCH_SPEC)"; \
 		$(VPY) -m pip install "$(TORCH_SPEC)"; \
 	fi
-	$(VPY) -m pip install -e '.[dev]'
+	$(VPY) -m pip install -e '.$(1)'
 	@touch $@
+endef
 
-test: setup
+$(VENV)/.installed: pyproject.toml | $(VPY)
+	$(call install,)
+
+$(VENV)/.installed-dev: pyproject.toml | $(VPY)
+	$(call install,$(TEST_EXTRAS))
+
+test: $(VENV)/.installed-dev
 	$(VPY) -m pytest -q
 
 train: setup
 	$(VPY) -m warp_drive train --config tag_continuous_small
 
+docs: $(VENV)/.installed-dev
+	$(VPY) -m sphinx -W --keep-going -b html docs docs/_build/html
+
 clean:
-	rm -rf build dist .eggs .pytest_cache
+	rm -rf build dist .eggs .pytest_cache docs/_build docs/tutorials
 	find . \( -path ./.git -o -path ./$(VENV) \) -prune -o \( -name "*.egg-info" -o -name __pycache__ \) -prune -exec rm -rf {} +
 
 distclean: clean

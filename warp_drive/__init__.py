@@ -5,8 +5,13 @@ spread over the block's threads). They run on a GPU through PyCUDA, or on any ma
 executor, which builds the same ``.cu`` sources with the host C++ compiler.
 
 Submodules are imported lazily: ``import warp_drive`` stays cheap and does not
-require torch or PyCUDA.
+require torch or PyCUDA. The example environments are ``warp_drive.example_envs``
+(also importable as ``example_envs``: see ``warp_drive._example_envs_alias``).
 """
+
+from warp_drive import _example_envs_alias
+
+_example_envs_alias.install()
 
 __version__ = "0.1.0"
 
@@ -34,3 +39,8 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module 'warp_drive' has no attribute {name!r}")
+
+
+def __dir__():
+    # Without this, dir() and tab completion would not show the lazy exports.
+    return sorted({*globals(), *__all__})

@@ -14,14 +14,14 @@ from importlib.metadata import entry_points
 from warp_drive.environment import Environment
 
 BUILTIN_ENVS = {
-    "TagContinuous": "example_envs.tag_continuous.tag_continuous:TagContinuous",
-    "TagGridWorld": "example_envs.tag_gridworld.tag_gridworld:TagGridWorld",
-    "DummyEnv": "example_envs.dummy_env.dummy_env:DummyEnv",
-    "CartPole": "example_envs.classic_control.cartpole:CartPole",
-    "Acrobot": "example_envs.classic_control.acrobot:Acrobot",
-    "MountainCar": "example_envs.classic_control.mountain_car:MountainCar",
-    "ContinuousMountainCar": "example_envs.classic_control.continuous_mountain_car:ContinuousMountainCar",
-    "Pendulum": "example_envs.classic_control.pendulum:Pendulum",
+    "TagContinuous": "warp_drive.example_envs.tag_continuous.tag_continuous:TagContinuous",
+    "TagGridWorld": "warp_drive.example_envs.tag_gridworld.tag_gridworld:TagGridWorld",
+    "DummyEnv": "warp_drive.example_envs.dummy_env.dummy_env:DummyEnv",
+    "CartPole": "warp_drive.example_envs.classic_control.cartpole:CartPole",
+    "Acrobot": "warp_drive.example_envs.classic_control.acrobot:Acrobot",
+    "MountainCar": "warp_drive.example_envs.classic_control.mountain_car:MountainCar",
+    "ContinuousMountainCar": "warp_drive.example_envs.classic_control.continuous_mountain_car:ContinuousMountainCar",
+    "Pendulum": "warp_drive.example_envs.classic_control.pendulum:Pendulum",
 }
 ENTRY_POINT_GROUP = "warp_drive.envs"
 
