@@ -228,7 +228,7 @@ def test_warns_when_observations_are_not_restored_at_reset():
 def test_vector_spaces_shapes_and_dtypes():
     venv = GymnasiumVectorEnv(DummyEnv, num_envs=5, seed=0, env_config={"num_agents": 1})
     assert isinstance(venv, gym.vector.VectorEnv) and venv.num_envs == 5
-    assert venv.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    assert venv.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP  # Gymnasium's default
     assert venv.single_observation_space == gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
     assert venv.single_action_space == gym.spaces.Discrete(3)
     assert venv.observation_space.shape == (5, 2) and venv.action_space == gym.spaces.MultiDiscrete([3] * 5)
@@ -256,7 +256,7 @@ def test_vector_refuses_multi_agent_envs_before_building():
 def test_vector_same_step_autoreset():
     """env 0 terminates at step 2, env 1 truncates at step 5: each step returns the reset
     observation of the finished env, its final observation in infos, and the final reward."""
-    venv = GymnasiumVectorEnv(DummyEnv, num_envs=2, seed=0, env_config=FIXED)
+    venv = GymnasiumVectorEnv(DummyEnv, num_envs=2, seed=0, env_config=FIXED, autoreset_mode=AutoresetMode.SAME_STEP)
     obs, _ = venv.reset()
     np.testing.assert_array_equal(obs, [[0, 0], [0, 0]])
     obs, rew, term, trunc, infos = venv.step([UP, STAY])
@@ -275,11 +275,11 @@ def test_vector_same_step_autoreset():
     np.testing.assert_array_equal(obs, f32([[0, 3 / 5], [0, 0]]))  # env 0 is 3 steps into episode 2
 
 
-def test_vector_matches_gymnasium_sync_vector_env_in_same_step_mode():
+def test_vector_matches_gymnasium_sync_vector_env_in_same_step_mode():  # every mode: test_gymnasium_conformance
     """Deterministic starts: our vector env equals gymnasium's SyncVectorEnv(SAME_STEP) over
     GymnasiumEnv replicas, value for value, infos layout and dtypes included."""
     config = dict(FIXED, episode_length=6)
-    ours = GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=config)
+    ours = GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=config, autoreset_mode="SameStep")
     theirs = SyncVectorEnv([lambda: GymnasiumEnv(DummyEnv, seed=0, env_config=config)] * 3,
                            autoreset_mode=AutoresetMode.SAME_STEP)
     assert ours.observation_space == theirs.observation_space and ours.action_space == theirs.action_space
@@ -297,7 +297,8 @@ def test_vector_matches_gymnasium_sync_vector_env_in_same_step_mode():
 def test_vector_record_episode_statistics_sees_whole_episodes():
     from gymnasium.wrappers.vector import RecordEpisodeStatistics
 
-    venv = RecordEpisodeStatistics(GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=FIXED))
+    venv = RecordEpisodeStatistics(GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=FIXED,
+                                                          autoreset_mode="SameStep"))
     venv.reset()
     lengths = []
     for _ in range(12):
@@ -334,7 +335,8 @@ def test_vector_partial_reset_with_reset_mask():
 
 
 def test_vector_actions_reach_the_kernel():
-    venv = GymnasiumVectorEnv(DummyEnv, num_envs=4, seed=0, env_config={"num_agents": 1, "episode_length": 50})
+    venv = GymnasiumVectorEnv(DummyEnv, num_envs=4, seed=0, env_config={"num_agents": 1, "episode_length": 50},
+                              autoreset_mode="SameStep")
     direct = EnvWrapper(DummyEnv, num_envs=4, backend="cpu", seed=9, env_config={"num_agents": 1, "episode_length": 50})
     obs, _ = venv.reset(seed=9)
     np.testing.assert_array_equal(obs, direct.obs[:, 0].numpy())
@@ -356,8 +358,9 @@ def test_vector_actions_reach_the_kernel():
 
 def test_vector_device_tensors_match_numpy_mode():
     config = {"num_agents": 1, "episode_length": 7}
-    host = GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=config)
-    dev = GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=config, device_tensors=True)
+    host = GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=config, autoreset_mode="SameStep")
+    dev = GymnasiumVectorEnv(DummyEnv, num_envs=3, seed=0, env_config=config, device_tensors=True,
+                             autoreset_mode="SameStep")
     h_obs, _ = host.reset(seed=4)
     d_obs, _ = dev.reset(seed=4)
     assert isinstance(d_obs, torch.Tensor)
@@ -443,7 +446,7 @@ def test_check_env_on_cartpole():
 
 
 def test_cartpole_vector_env_autoresets_through_episodes():
-    venv = GymnasiumVectorEnv(_cartpole(), num_envs=16, seed=0)
+    venv = GymnasiumVectorEnv(_cartpole(), num_envs=16, seed=0, autoreset_mode="SameStep")
     assert venv.single_observation_space.shape == (4,) and venv.single_action_space == gym.spaces.Discrete(2)
     obs, _ = venv.reset(seed=0)
     assert obs.shape == (16, 4) and obs.dtype == np.float32 and np.all(np.abs(obs) <= 0.05)

@@ -13,6 +13,10 @@ from warp_drive import _example_envs_alias
 
 _example_envs_alias.install()
 
+from warp_drive import _gymnasium_registration  # noqa: E402
+
+_gymnasium_registration.install()  # warp_drive/<id> for gymnasium.make / make_vec
+
 __version__ = "0.1.0"
 
 _EXPORTS = {

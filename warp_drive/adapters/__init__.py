@@ -3,8 +3,9 @@
 * :class:`PettingZooParallelEnv` — PettingZoo's ``ParallelEnv`` over one
   replica of a (multi-agent) environment;
 * :class:`GymnasiumVectorEnv` — a ``gymnasium.vector.VectorEnv`` over many
-  replicas of a single-agent environment, stepped by one kernel launch, with
-  ``SAME_STEP`` autoreset (the device resets done replicas right after the step);
+  replicas of a single-agent environment, stepped by one kernel launch, in
+  any of Gymnasium's autoreset modes (``NEXT_STEP`` by default, ``SAME_STEP``,
+  ``DISABLED``);
 * :class:`GymnasiumEnv` — a ``gymnasium.Env`` over one replica of a
   single-agent environment (so ``gymnasium.utils.env_checker.check_env`` and
   single-env tooling apply).
