@@ -159,6 +159,7 @@ def test_memory_sizes_parse_and_bad_ones_say_how_to_write_them():
 
 
 # --------------------------------------------------------------------------- real probes
+@pytest.mark.slow
 def test_a_real_probe_measures_and_one_over_the_budget_is_stopped_without_harm():
     config = cartpole("trainer.num_envs=64")
     probe = probe_config(config, "8GiB", probe_seconds=0.3)
@@ -172,6 +173,7 @@ def test_a_real_probe_measures_and_one_over_the_budget_is_stopped_without_harm()
     assert stopped.peak_bytes > budget and not multiprocessing.active_children()
 
 
+@pytest.mark.slow
 def test_a_budget_below_a_bare_training_process_is_refused_after_one_probe():
     lines = []
     with pytest.raises(ScaleError, match=r"nothing fits the memory budget of 64\.0 MiB: a training process holds "
@@ -180,6 +182,7 @@ def test_a_budget_below_a_bare_training_process_is_refused_after_one_probe():
     assert len([line for line in lines if line.startswith("probe ")]) == 1
 
 
+@pytest.mark.slow
 def test_a_probe_error_that_is_not_about_memory_stops_the_search():
     with pytest.raises(ScaleError, match="(?s)num_envs=32 failed with an error that is not about memory.*"
                                          "CartPole got unknown parameter"):
@@ -204,6 +207,7 @@ def test_a_binding_budget_real_probes_choose_the_fastest_that_fits():
 
 
 # --------------------------------------------------------------------------- the command line
+@pytest.mark.slow
 def test_train_auto_scale_probes_reports_and_trains_with_the_fastest_size(tmp_path):
     command = [sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--auto-scale",
                "--memory-budget", "4GiB", "--max-envs", "128", "--no-progress", "--set", *CPU,

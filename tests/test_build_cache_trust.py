@@ -22,6 +22,8 @@ import pytest
 from warp_drive.backends import build_cache
 from warp_drive.backends.base import KernelBuildError
 
+pytestmark = pytest.mark.slow  # compiles kernels in fresh caches and child processes (the fast tier: pytest -m 'not slow')
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SOURCE = """\
@@ -34,6 +36,7 @@ extern "C" __global__ void scaled(const float* in, float* out, int n) {
 BUILD_SCRIPT = """
 import sys, torch
 from warp_drive.backends.cpu import CpuBackend
+
 module = CpuBackend().build([sys.argv[1]])
 x = torch.arange(40, dtype=torch.float32)
 out = torch.zeros(40)

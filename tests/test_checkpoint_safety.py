@@ -65,6 +65,7 @@ def cli(*argv, cwd, timeout=300):
                           timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["evaluate", "resume"])
 def test_a_planted_pickle_checkpoint_is_refused_and_never_runs(run_copy, tmp_path, command):
     marker = tmp_path / "pwned"

@@ -129,6 +129,7 @@ def test_declaration(name):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ENVS)
 def test_consistency_checker(name, env_backend):
     """Two configurations, two episode lengths each, fresh random actions every step."""

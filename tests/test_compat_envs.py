@@ -227,6 +227,7 @@ def test_native_env_has_no_custom_reset():
         wrapper.custom_reset_all_envs()
 
 
+@pytest.mark.slow
 def test_trains_with_our_trainer(registrar):
     """The WarpDrive-style class learns with PPO: greedy episodes go from far off to everyone at the goal
     (a random-initialised policy scores about -5 to -7.5 over 20 steps; reaching the goal ends the

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # child processes that compile and are interrupted (the fast tier: pytest -m 'not slow')
+
 KERNELS = Path(__file__).resolve().parent / "kernels"
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +26,7 @@ PRELUDE = """
 import sys, time, torch
 from warp_drive.backends.cpu import CpuBackend
 from warp_drive.backends.base import KernelLaunchError
+
 backend = CpuBackend(num_workers=int(sys.argv[2]))
 module = backend.build([sys.argv[1]])
 """

@@ -37,6 +37,7 @@ def small(*overrides, **kwargs):
 
 
 # ---------------------------------------------------------------------------------------------- learning
+@pytest.mark.slow
 def test_pendulum_ddpg_learns_above_minus_400():
     """25,600 env steps (about 10 s here); five seeds measured all end between -170 and -130 (greedy)."""
     trainer = build(config("pendulum_ddpg", "trainer.total_steps=25600"))

@@ -16,9 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS_PACKAGES = ("sphinx", "myst_nb", "furo")  # the build's own tools (extra ``docs``)
 
 missing = [name for name in DOCS_PACKAGES if importlib.util.find_spec(name) is None]
-pytestmark = pytest.mark.skipif(
-    bool(missing), reason=f"docs build needs {', '.join(missing)}: pip install -e '.[docs]'"
-)
+pytestmark = [
+    pytest.mark.skipif(bool(missing), reason=f"docs build needs {', '.join(missing)}: pip install -e '.[docs]'"),
+    pytest.mark.slow,  # a whole Sphinx build (the fast tier: pytest -m 'not slow')
+]
 
 
 @pytest.fixture(scope="module")

@@ -539,6 +539,7 @@ print("built", module.from_cache)
 """
 
 
+@pytest.mark.slow
 def test_concurrent_builds_of_one_source(tmp_path):
     source = write_scaled_source(tmp_path / "src", "5.0f")
     cache = tmp_path / "shared-cache"
@@ -948,6 +949,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["debug", "other-cache"])
 def test_second_cpu_backend_runs_barrier_kernels(tmp_path, how):
     proc = subprocess.run(
@@ -1050,6 +1052,7 @@ print("not reached")
 """
 
 
+@pytest.mark.slow
 def test_asan_mode_reports_out_of_bounds_with_file_and_line(tmp_path):
     libasan = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not os.path.isabs(libasan):

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # gcov build of every example kernel (the fast tier: pytest -m 'not slow')
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV_TESTS = ["tests/test_tag_continuous.py", "tests/test_tag_gridworld.py", "tests/test_classic_control.py",
              "tests/test_env_wrapper.py"]

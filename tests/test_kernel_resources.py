@@ -309,6 +309,7 @@ def co_residency_problem(resources: KernelResources, grid, block) -> str | None:
             "(thread_layout = AGENT_PHASES), or lighten it to fit one block per env")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", POINTS, ids=[_point_id(p) for p in POINTS])
 def test_step_kernel_launches_at_the_block_the_framework_chooses(point):
     """The block fits the kernel's registers, shared memory and largest block, with

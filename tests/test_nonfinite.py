@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from example_envs.dummy_env.dummy_env import DummyEnv
+from warp_drive.example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.registry import register_env
 from warp_drive.training.algorithms import NonFiniteError

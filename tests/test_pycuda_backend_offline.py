@@ -37,6 +37,8 @@ from warp_drive.backends import pycuda_backend as pb
 from warp_drive.backends.base import KernelBuildError, KernelLaunchError
 from warp_drive.backends.signature import parse_symbols
 
+pytestmark = pytest.mark.slow  # nvcc builds of every kernel (the fast tier: pytest -m 'not slow')
+
 REPO = Path(__file__).resolve().parent.parent
 ARCH = "sm_90"  # H100 / H200
 NVCC = pb.find_nvcc()

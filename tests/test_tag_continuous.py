@@ -127,6 +127,7 @@ def test_kernel_matches_reference_with_more_agents_than_a_gpu_block(num_agents, 
     assert wrapper_check.steps == 3 and wrapper_check.truncated == 2
 
 
+@pytest.mark.slow
 def test_phase_geometry_follows_the_executor():
     """The same kernel: one thread per env natively, the GPU's block GPU-shaped."""
     config = dict(num_taggers=2, num_runners=698, use_full_observation=False, num_other_agents_observed=4)

@@ -23,6 +23,7 @@ def config(name, *overrides, basedir=None):
     return load_config(name, [*extra, *overrides])
 
 
+@pytest.mark.slow
 def test_cartpole_greedy_return_rises_past_195():
     trainer = build(config("cartpole", "trainer.total_steps=122880"))
     before = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
@@ -32,6 +33,7 @@ def test_cartpole_greedy_return_rises_past_195():
     assert before < 100 and after >= 195, (before, after)
 
 
+@pytest.mark.slow
 def test_tag_continuous_taggers_learn_to_tag():
     trainer = build(config("tag_continuous_small", "trainer.num_envs=100", "trainer.total_steps=320000",
                            "policy.runner.to_train=false"))
@@ -126,6 +128,7 @@ def test_resume_refuses_a_config_that_differs_from_the_run(gridworld_run):
         train(config("tag_gridworld", "trainer.num_envs=32", basedir=basedir), resume=str(run_dir), progress=False)
 
 
+@pytest.mark.slow
 def test_checkpoint_loads_into_a_fresh_process_and_evaluates(gridworld_run, tmp_path):
     run_dir, _ = gridworld_run
     gif = tmp_path / "eval.gif"

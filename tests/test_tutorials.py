@@ -33,6 +33,8 @@ nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 from nbclient.exceptions import CellExecutionError  # noqa: E402  (after the skip checks)
 
+pytestmark = pytest.mark.slow  # notebooks: each tutorial executed top to bottom (the fast tier: pytest -m 'not slow')
+
 TUTORIALS = Path(__file__).resolve().parent.parent / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("*.ipynb"))
 IDS = [path.name for path in NOTEBOOKS]
