@@ -59,7 +59,7 @@ def plain_iteration_seconds(config, log_every_iteration: bool) -> list[float]:
 
     trainer, seconds = build(config), []
     with tempfile.TemporaryDirectory() as run_dir:
-        writer = MetricsWriter(run_dir, tensorboard=False) if log_every_iteration else None
+        writer = MetricsWriter(run_dir) if log_every_iteration else None
         trainer.iterate()  # warm-up: first-touch allocations
         while trainer.iteration < trainer.num_iterations:
             started = time.perf_counter()

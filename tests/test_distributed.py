@@ -1,7 +1,8 @@
 """Data-parallel training on CPU: 2 gloo processes launched by ``warp-drive train --nproc 2`` (torchrun).
 
-The runs write per-rank facts through the ``$WARP_DRIVE_TEST_DUMP_PARAMS`` hook
-(model hashes, local episode counts and SPS) so the tests can compare ranks.
+The runs write per-rank facts through a training-loop callback loaded with
+``--callback`` (``helpers_dist_callbacks.DumpRankFacts``: model hashes, local
+episode counts and SPS) so the tests can compare ranks.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -19,27 +22,36 @@ from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build, state_for_rank
 
+pytestmark = pytest.mark.slow  # multi-process torchrun runs (the fast tier: pytest -m 'not slow')
+
 ITERATIONS = 3
 SETTINGS = ["trainer.backend=cpu", "trainer.num_envs=8", "trainer.rollout_length=16",
             f"trainer.total_steps={8 * 16 * ITERATIONS}"]
 
 
-def launch(tmp_path, *extra_env, timeout=120):
-    env = {**os.environ, "WARP_DRIVE_TEST_DUMP_PARAMS": str(tmp_path / "dump"), **dict(extra_env)}
+HELPERS = str(Path(__file__).parent)  # tests/helpers_dist_callbacks.py, imported by the torchrun workers
+
+
+def launch(tmp_path, *callbacks, extra_env=(), timeout=120):
+    path = os.pathsep.join(p for p in (HELPERS, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, **dict(extra_env)}
     command = [sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--nproc", "2",
                "--no-progress", "--set", *SETTINGS, f"saving.basedir={tmp_path / 'runs'}"]
+    for spec in callbacks:
+        command += ["--callback", spec]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
 def two_rank_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("dist")
-    result = launch(tmp_path)
+    result = launch(tmp_path, "helpers_dist_callbacks:DumpRankFacts")
     assert result.returncode == 0, result.stdout + result.stderr
     run_dirs = [p for p in (tmp_path / "runs").rglob("config.yaml")]
     assert len(run_dirs) == 1, run_dirs  # only rank 0 creates a run directory
-    dumps = [json.loads((tmp_path / "dump" / f"rank{r}.json").read_text()) for r in range(2)]
-    return run_dirs[0].parent, dumps, result
+    run_dir = run_dirs[0].parent
+    dumps = [json.loads((run_dir / "test_dump" / f"rank{r}.json").read_text()) for r in range(2)]
+    return run_dir, dumps, result
 
 
 def test_ranks_hold_identical_parameters_that_changed(two_rank_run):
@@ -79,7 +91,8 @@ def test_checkpoint_loads_into_a_single_process_trainer(two_rank_run):
 
 
 def test_a_failing_worker_stops_the_run(tmp_path):
-    result = launch(tmp_path, ("WARP_DRIVE_TEST_FAIL_RANK", "1"), ("WARP_DRIVE_DIST_TIMEOUT", "60"), timeout=90)
+    result = launch(tmp_path, "helpers_dist_callbacks:FailOnRank1", extra_env=[("WARP_DRIVE_DIST_TIMEOUT", "60")],
+                    timeout=90)
     assert result.returncode != 0
     assert "injected failure on rank 1" in result.stdout + result.stderr
 

@@ -239,6 +239,7 @@ def _kill_all(launcher, tree):
     launcher.wait(timeout=30)
 
 
+@pytest.mark.slow  # a torchrun run
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_sigterm_to_the_launcher_ends_torchrun_and_every_worker(tmp_path):
     launcher, tree = _start_long_two_rank_run(tmp_path)
@@ -250,6 +251,7 @@ def test_sigterm_to_the_launcher_ends_torchrun_and_every_worker(tmp_path):
         _kill_all(launcher, tree)
 
 
+@pytest.mark.slow  # a torchrun run
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and uses prctl")
 def test_workers_die_with_a_sigkilled_torchrun_agent(tmp_path):
     launcher, tree = _start_long_two_rank_run(tmp_path)

@@ -349,7 +349,7 @@ def _read_csv(path):
 
 class TestMetrics:
     def test_csv_rows_and_header_expansion(self, tmp_path):
-        with MetricsWriter(tmp_path, tensorboard=False) as w:
+        with MetricsWriter(tmp_path) as w:
             w.write(10, {"charts/SPS": 1234.5, "losses/value_loss/a": 1 / 3})
             w.write(20, {"charts/SPS": 99, "charts/episodic_return/a": torch.tensor(-0.25, dtype=torch.float64)})
             w.write(30, {"losses/value_loss/a": np.float64(0.1)})
@@ -363,17 +363,17 @@ class TestMetrics:
         assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temp files left
 
     def test_resume_appends_and_purges(self, tmp_path):
-        with MetricsWriter(tmp_path, tensorboard=False) as w:
+        with MetricsWriter(tmp_path) as w:
             for step in (10, 20, 30):
                 w.write(step, {"x": step / 10})
-        with MetricsWriter(tmp_path, tensorboard=False, purge_step=20) as w:
+        with MetricsWriter(tmp_path, purge_step=20) as w:
             assert w.keys == ["x"]
             w.write(20, {"x": 2.5})
         rows = _read_csv(tmp_path / "metrics.csv")
         assert rows == [["global_step", "x"], ["10", "1.0"], ["20", "2.5"]]
 
     def test_write_after_close(self, tmp_path):
-        w = MetricsWriter(tmp_path, tensorboard=False)
+        w = MetricsWriter(tmp_path)
         w.close()
         w.close()  # idempotent
         with pytest.raises(RuntimeError):
@@ -383,10 +383,13 @@ class TestMetrics:
         pytest.importorskip("tensorboard")
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-        with MetricsWriter(tmp_path) as w:
-            assert w.tb is not None
-            w.write(5, {"charts/SPS": 10.0, "losses/policy_loss/tagger": -0.5})
-            w.write(9, {"charts/SPS": 12.0})
+        from warp_drive.training.loggers import TensorBoardLogger
+
+        tb = TensorBoardLogger(tmp_path)
+        assert tb.tb is not None
+        tb.log_metrics(5, {"charts/SPS": 10.0, "losses/policy_loss/tagger": -0.5})
+        tb.log_metrics(9, {"charts/SPS": 12.0})
+        tb.close()
         assert list(tmp_path.glob("events.out.tfevents.*"))
         acc = EventAccumulator(str(tmp_path))
         acc.Reload()
@@ -395,22 +398,21 @@ class TestMetrics:
 
     def test_without_tensorboard_warns_once(self, tmp_path, monkeypatch):
         import sys
-
-        from warp_drive.training import metrics
-
-        monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now raises ImportError
-        monkeypatch.setattr(metrics, "_TB_WARNED", False)
-        with pytest.warns(RuntimeWarning, match="TensorBoard logging is off"):
-            w1 = MetricsWriter(tmp_path / "a")
-        assert w1.tb is None
-        w1.write(1, {"x": 1.0})
-        w1.close()
         import warnings
 
+        from warp_drive.training import loggers
+
+        monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now raises ImportError
+        monkeypatch.setattr(loggers, "_TB_WARNED", False)
+        with pytest.warns(RuntimeWarning, match="TensorBoard logging is off"):
+            first = loggers.TensorBoardLogger(tmp_path / "a")
+        assert first.tb is None
+        first.log_metrics(1, {"x": 1.0})
+        first.close()
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            MetricsWriter(tmp_path / "b").close()  # warned once per process, not per writer
-        assert (tmp_path / "a" / "metrics.csv").exists() and not list((tmp_path / "a").glob("events*"))
+            loggers.TensorBoardLogger(tmp_path / "b").close()  # warned once per process, not per logger
+        assert not list(tmp_path.glob("**/events*"))
 
     def test_progress(self, capsys):
         with Progress(3, enabled=False) as bar:

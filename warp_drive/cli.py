@@ -62,13 +62,13 @@ examples:
 own envs (seed + rank); one GPU each (NCCL) or a share of the CPU (gloo).
 Under torchrun the same command needs no flag: it reads RANK/WORLD_SIZE.
 
---auto-scale first finds the largest trainer.num_envs (up to --max-envs, and to
-total_steps / rollout_length), then the fewest num_minibatches of each trained
-PPO policy, that fit the memory budget of one training process: GPU memory on a
-GPU (default 90% of it), resident host memory on the cpu executor (default half
-of what is available, shared by the --nproc processes). Each size is tried in a
-child process (a few training iterations), logged with its peak memory and env
-steps/s; training then runs with the chosen sizes.
+--auto-scale tries trainer.num_envs from the config's value upwards, doubling
+(up to --max-envs and total_steps / rollout_length), each size in a child
+process (a few training iterations) logged with its env steps/s and peak
+memory, and trains with the fastest size that fits the memory budget of one
+training process: GPU memory on a GPU (default 90% of it), resident host memory
+on the cpu executor (default half of what is available, shared by the --nproc
+processes).
 
 WarpDrive 2.7 run configs (its run_configs/*.yaml) are detected and translated
 key by key (train_batch_size -> rollout_length, num_episodes x episode_length ->
@@ -112,7 +112,10 @@ examples:
   warp-drive evaluate runs/tag_continuous_small/experiment/20250101-120000 --render tag.gif
 
 Actions are the policy's most likely ones unless --sample is given.
---render writes a GIF of one episode (Tag environments).
+Prints per policy the mean ± std, min and max of the episodes' returns (each
+the mean over the policy's agents) and the mean episode length.
+--render writes a GIF of one episode (environments that draw themselves:
+Tag, the classic-control envs).
 """
 
 CONFIGS_EPILOG = f"""\
@@ -177,9 +180,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--results_dir", "--results-dir", dest="results_dir", metavar="NAME", default=None,
                        help="the run directory's name under saving.basedir/name/tag instead of a timestamp (new or "
                        "empty)")
+    train.add_argument("--track", action="store_true",
+                       help="also log to Weights & Biases (pip install wandb; settings in saving.wandb; offline "
+                       "into the run directory when there is no W&B login)")
+    train.add_argument("--callback", dest="callbacks", action="append", default=[], metavar="MODULE:CLASS",
+                       help="add a training-loop callback: a class importable from MODULE, built with no "
+                       "arguments (see warp_drive.training.callbacks); repeat for several")
     train.add_argument("--auto-scale", "--auto_scale", "-a", dest="auto_scale", action="store_true",
-                       help="first find the largest num_envs, then the largest PPO minibatch, that fit the memory "
-                       "budget (each tried in a child process), and train with them")
+                       help="try num_envs sizes (doubling, each in a child process) and train with the fastest "
+                       "that fits the memory budget")
     train.add_argument("--memory-budget", metavar="SIZE", default=None,
                        help="with --auto-scale: memory of one training process, e.g. 2GiB or 512MiB (default: 90%% "
                        "of the GPU's, or half of the host memory available on the cpu executor)")
@@ -263,6 +272,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     elif args.memory_budget is not None or args.max_envs is not None:
         raise ConfigError("--memory-budget and --max-envs only apply with --auto-scale")
     if args.nproc is not None:
+        if config.trainer.backend == "pycuda":  # one line here rather than a traceback from every worker
+            import importlib.util
+
+            if importlib.util.find_spec("pycuda") is None:
+                raise RunError("backend 'pycuda' is unavailable: PyCUDA is not installed. It needs an NVIDIA GPU "
+                               "and pip install 'warp_drive[cuda]'; or use --backend cpu")
         return launch_workers(args)
     if "LOCAL_RANK" in os.environ and "RANK" in os.environ:  # a torchrun worker: end with the agent
         parent = os.getppid()
@@ -271,12 +286,30 @@ def cmd_train(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
 
     from warp_drive.training import run  # torch, executors: only now
+    from warp_drive.training.callbacks import load_callback
 
+    callbacks = [load_callback(spec) for spec in args.callbacks]
+    if "LOCAL_RANK" not in os.environ:  # a torchrun worker binds its GPU first (distributed.init), then starts it
+        check_backend(config.trainer.backend)
     extra = {"results_dir": args.results_dir} if args.results_dir is not None else {}
+    extra.update({"callbacks": callbacks} if callbacks else {})
+    extra.update({"track": True} if args.track else {})
     run_dir = run.train(config, resume=args.resume, progress=args.progress, **extra)
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per torchrun worker
         print(f"run directory: {run_dir}")
     return 0
+
+
+def check_backend(name: str) -> None:
+    """Start the executor now, so a missing PyCUDA or GPU is one error line naming the fix, not a traceback
+    from deep inside the trainer."""
+    from warp_drive.backends import get_backend
+
+    try:
+        get_backend(name)
+    except RuntimeError as exc:  # the backend's message says what is missing and how to get it
+        fix = " The pycuda backend needs an NVIDIA GPU and pip install 'warp_drive[cuda]'." if name == "pycuda" else ""
+        raise RunError(f"backend {name!r} is unavailable: {exc}{fix}") from None
 
 
 def resume_config(args: argparse.Namespace):
@@ -354,6 +387,10 @@ def launch_workers(args: argparse.Namespace) -> int:
         argv += ["--results_dir", args.results_dir]
     if not args.progress:
         argv.append("--no-progress")
+    if args.track:
+        argv.append("--track")
+    for spec in args.callbacks:
+        argv += ["--callback", spec]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(args.nproc),
                "-m", "warp_drive", *argv]
     child = subprocess.Popen(command, start_new_session=True, preexec_fn=die_with_parent)
@@ -431,15 +468,22 @@ def die_with_parent(signum: int = signal.SIGTERM) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from warp_drive.training import run
 
+    if args.backend is not None:
+        check_backend(args.backend)
     result = run.evaluate(args.run_dir, args.episodes, args.render, greedy=not args.sample, backend=args.backend)
-    returns = result.get("mean_return", {})
     mode = "sampled" if args.sample else "greedy"
-    print(f"{result.get('episodes', args.episodes)} episodes ({mode} actions)")
-    if returns:
-        width = max(len("policy"), *(len(tag) for tag in returns))
-        print(f"{'policy':<{width}}  mean return")
-        for tag, value in returns.items():
-            print(f"{tag:<{width}}  {value:>11.3f}")
+    length = result.get("mean_length")
+    print(f"{result.get('episodes', args.episodes)} episodes ({mode} actions)"
+          + (f", mean episode length {length:.1f} steps" if length is not None else ""))
+    stats = result.get("returns") or {tag: {"mean": value} for tag, value in result.get("mean_return", {}).items()}
+    if stats:
+        width = max(len("policy"), *(len(tag) for tag in stats))
+        print(f"{'policy':<{width}}  episode return")
+        for tag, s in stats.items():
+            if "std" in s:
+                print(f"{tag:<{width}}  {s['mean']:.3f} ± {s['std']:.3f}  (min {s['min']:.3f}, max {s['max']:.3f})")
+            else:
+                print(f"{tag:<{width}}  {s['mean']:.3f}")
     if result.get("gif"):
         print(f"episode GIF: {result['gif']}")
     return 0
@@ -478,9 +522,23 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- entry point
+def setup_logging() -> None:
+    """The ``warp_drive`` logger's diagnostics (warnings, the auto-scaler's and loaders' notes) to stderr,
+    unless the program already configured it."""
+    import logging
+
+    logger = logging.getLogger("warp_drive")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("warp-drive: %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (0 ok, 2 bad usage or config, 130 interrupted)."""
     parser = build_parser()
+    setup_logging()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, usage errors: return the status instead of exiting

@@ -109,6 +109,23 @@ class Environment(abc.ABC):
         """
         return {}
 
+    # ---------------------------------------------------------------- rendering (optional)
+    # Arrays recorded at every step of one env for ``render``; empty: the env
+    # cannot draw itself (``warp-drive train`` then writes no episode GIF).
+    render_arrays: ClassVar[Sequence[str]] = ()
+
+    def render(self, frames: dict[str, np.ndarray], out_path: str | Path) -> Path:
+        """Draw one episode to the GIF ``out_path`` and return its path.
+
+        ``frames[name]`` is ``(T + 1, *per-env shape)`` for each name in
+        ``render_arrays``: row 0 after the reset, row ``t`` after step ``t``,
+        of one env. Anything constant (agent types, sizes) the env knows
+        itself. The helpers of ``warp_drive.training.render`` draw markers
+        and polylines; this method stays NumPy/matplotlib, never executor code.
+        """
+        raise NotImplementedError(f"environment {type(self).__name__} has no renderer (set render_arrays and "
+                                  f"override render)")
+
     # ---------------------------------------------------------------- reference
     @abc.abstractmethod
     def reference_step(self, arrays: dict[str, np.ndarray]) -> None:

@@ -102,3 +102,13 @@ class Acrobot(ClassicControlEnv):
         terminated = -obs[:, 0] - cos32(ns[:, 1] + ns[:, 0]) > F32(1.0)  # obs[:, 0] = cos theta1
         rewards = np.where(terminated, F32(0.0), F32(-1.0)).astype(F32)
         return ns, obs, rewards, terminated
+
+    # ---------------------------------------------------------------- rendering
+    def view(self):
+        return (-2.2, 2.2, -2.2, 2.2), [([-2.2, 2.2], [1.0, 1.0])]  # the height the tip must pass
+
+    def draw_state(self, state):
+        """The two unit links from the pivot; both angles 0 hang straight down."""
+        t1, t2 = float(state[0]), float(state[1])
+        x1, y1 = np.sin(t1), -np.cos(t1)
+        return [([0.0, x1], [0.0, y1]), ([x1, x1 + np.sin(t1 + t2)], [y1, y1 - np.cos(t1 + t2)])]

@@ -173,3 +173,23 @@ class ClassicControlEnv(Environment):
         # bootstrap past a terminal state).
         timed_out = timestep >= np.int32(arrays["episode_length"])
         arrays["_done_"][...] = np.where(terminated, TERMINATED, np.where(timed_out, TRUNCATED, 0))
+
+    # ---------------------------------------------------------------- rendering
+    render_arrays = ("state",)
+
+    def render(self, frames: dict[str, np.ndarray], out_path):
+        """GIF of one episode, each frame drawn from the state by ``draw_state`` (line segments)."""
+        from warp_drive.training.render import render_polylines_episode
+
+        states = np.asarray(frames["state"], dtype=np.float64).reshape(len(frames["state"]), -1)
+        limits, background = self.view()
+        return render_polylines_episode(out_path, len(states), lambda t: self.draw_state(states[t]), limits,
+                                        background, fps=30, title=self.name)
+
+    def view(self) -> tuple[tuple[float, float, float, float], list]:
+        """``((xmin, xmax, ymin, ymax), background polylines)`` of the drawing."""
+        raise NotImplementedError(f"{type(self).__name__} does not define its drawing (view and draw_state)")
+
+    def draw_state(self, state: np.ndarray) -> list:
+        """The moving parts for one state (Gymnasium's ``state`` vector) as ``[(xs, ys), ...]``."""
+        raise NotImplementedError(f"{type(self).__name__} does not define its drawing (view and draw_state)")

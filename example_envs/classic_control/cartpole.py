@@ -81,3 +81,15 @@ class CartPole(ClassicControlEnv):
         else:
             rewards = np.ones(state.shape[0], F32)
         return new_state, new_state.copy(), rewards, terminated
+
+    # ---------------------------------------------------------------- rendering
+    def view(self):
+        limit = float(self.params["x_threshold"]) + 0.5
+        return (-limit, limit, -0.5, 2.0), [([-limit, limit], [0.0, 0.0])]  # the track
+
+    def draw_state(self, state):
+        """The cart as a box on the track and the pole from its top (``length`` is half the pole)."""
+        x, theta = float(state[0]), float(state[2])
+        w, h, pole = 0.25, 0.15, 2 * float(self.params["length"])
+        cart = ([x - w, x + w, x + w, x - w, x - w], [0.0, 0.0, 2 * h, 2 * h, 0.0])
+        return [cart, ([x, x + pole * np.sin(theta)], [2 * h, 2 * h + pole * np.cos(theta)])]

@@ -20,7 +20,12 @@ from gymnasium import spaces
 
 from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
 from warp_drive.portable_math import cos32
-from example_envs.classic_control.mountain_car import mountain_car_observation_space, mountain_car_start_states
+from example_envs.classic_control.mountain_car import (
+    mountain_car_drawing,
+    mountain_car_observation_space,
+    mountain_car_start_states,
+    mountain_car_view,
+)
 
 _CONTINUOUS_MOUNTAIN_CAR_PARAMS = {
     "min_action": -1.0,
@@ -71,3 +76,10 @@ class ContinuousMountainCar(ClassicControlEnv):
         terminated = (position >= p["goal_position"]) & (velocity >= p["goal_velocity"])
         rewards = (np.where(terminated, F32(100.0), F32(0.0)) - (action * action) * F32(0.1)).astype(F32)
         return new_state, new_state.copy(), rewards, terminated
+
+    # ---------------------------------------------------------------- rendering
+    def view(self):
+        return mountain_car_view(self.params)
+
+    def draw_state(self, state):
+        return mountain_car_drawing(float(state[0]))

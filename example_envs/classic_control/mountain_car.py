@@ -76,3 +76,30 @@ class MountainCar(ClassicControlEnv):
         terminated = (position >= p["goal_position"]) & (velocity >= p["goal_velocity"])
         rewards = np.full(state.shape[0], -1.0, F32)
         return new_state, new_state.copy(), rewards, terminated
+
+    # ---------------------------------------------------------------- rendering
+    def view(self):
+        return mountain_car_view(self.params)
+
+    def draw_state(self, state):
+        return mountain_car_drawing(float(state[0]))
+
+
+def _hill(x):
+    """Gymnasium's track height."""
+    return np.sin(3 * np.asarray(x)) * 0.45 + 0.55
+
+
+def mountain_car_view(p) -> tuple:
+    """Limits and background (the hill and the goal flag) of both mountain cars."""
+    low, high, goal = float(p["min_position"]), float(p["max_position"]), float(p["goal_position"])
+    xs = np.linspace(low, high, 100)
+    flag = ([goal, goal], [float(_hill(goal)), float(_hill(goal)) + 0.2])
+    return (low - 0.05, high + 0.05, -0.1, 1.3), [(xs, _hill(xs)), flag]
+
+
+def mountain_car_drawing(position: float) -> list:
+    """The car: a short segment along the slope at ``position`` with its centre marked."""
+    half = 0.06
+    xs = np.array([position - half, position, position + half])
+    return [(xs, _hill(xs) + 0.03)]

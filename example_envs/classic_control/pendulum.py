@@ -75,3 +75,12 @@ class Pendulum(ClassicControlEnv):
         newth = th + newthdot * dt
         new_state = np.stack([newth, newthdot], axis=1).astype(F32)
         return new_state, self.observe(new_state), (-costs).astype(F32), np.zeros(state.shape[0], bool)
+
+    # ---------------------------------------------------------------- rendering
+    def view(self):
+        return (-1.3, 1.3, -1.3, 1.3), []
+
+    def draw_state(self, state):
+        """The rod from the pivot; theta = 0 points up."""
+        theta = float(state[0])
+        return [([0.0, np.sin(theta)], [0.0, np.cos(theta)])]

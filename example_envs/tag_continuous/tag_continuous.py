@@ -428,6 +428,17 @@ class TagContinuous(Environment):
             valid[sl, :, :take] = (keys >> np.uint64(32)) < np.uint64(0x7F800000)  # finite distance
         return ids, valid
 
+    # ---------------------------------------------------------------- rendering
+    render_arrays = ("loc_x", "loc_y", "still_in_the_game")
+
+    def render(self, frames: dict[str, np.ndarray], out_path):
+        """GIF of one episode: taggers and runners on the square, tagged-out runners grey."""
+        from warp_drive.training.render import render_tag_episode
+
+        return render_tag_episode(out_path, frames["loc_x"], frames["loc_y"], self.agent_types == 1,
+                                  frames["still_in_the_game"].astype(bool), float(self.grid_length),
+                                  title=self.name)
+
     def reference_step(self, arrays: dict) -> None:
         """One step of every env in NumPy, operation for operation like the kernel."""
         timestep = arrays["_timestep_"]

@@ -244,6 +244,16 @@ class TagGridWorld(Environment):
         obs[:, :, 5] = ft[:, None]
         return obs
 
+    # ---------------------------------------------------------------- rendering
+    render_arrays = ("loc_x", "loc_y")
+
+    def render(self, frames: dict[str, np.ndarray], out_path):
+        """GIF of one episode on the grid (agents sharing a cell fanned out around it)."""
+        from warp_drive.training.render import render_gridworld_episode
+
+        return render_gridworld_episode(out_path, frames["loc_x"], frames["loc_y"], self.agent_types == TAGGER,
+                                        int(self.grid_length), title=self.name)
+
     # ---------------------------------------------------------------- reference
     def reference_step(self, arrays: dict[str, np.ndarray]) -> None:
         """One step of every env in NumPy, in place on ``arrays`` (see the kernel).

@@ -480,6 +480,8 @@ class SavingConfig:
     name: str = _f("", _any_str)  # "" -> the top-level name; relative, inside basedir
     tag: str = _f("experiment", _str())  # relative, inside basedir/name
     keep_checkpoints: int = _f(5, _int(minimum=0))  # the newest K checkpoints are kept; 0 keeps every one
+    # Weights & Biases (also `warp-drive train --track`): enabled, project, entity, mode, group, tags, name
+    wandb: dict = _f({}, _mapping)
 
     @staticmethod
     def _check(built: dict, raw: Mapping, path: str, errors: list[str]) -> None:

@@ -310,6 +310,15 @@ class WarpDriveModule(pl.LightningModule):
         # Registered as submodules: Lightning's state_dict, summaries and device moves see the policies.
         self.policies = torch.nn.ModuleDict({tag: p.model for tag, p in trainer.policies.items()})
 
+    def on_fit_start(self) -> None:
+        """The run's provenance (versions, git commit, backend, device) to Lightning's loggers beside the
+        config, as ``warp-drive train`` writes ``provenance.yaml``."""
+        from warp_drive.training.loggers import provenance
+
+        where = provenance(self.warp_trainer.env.backend.name, self.warp_trainer.device)
+        for logger in self.loggers:
+            logger.log_hyperparams({"provenance": where})
+
     def setup(self, stage: str) -> None:
         if stage != "fit":
             return

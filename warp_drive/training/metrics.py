@@ -1,9 +1,8 @@
-"""Run metrics: a CSV file, TensorBoard scalars, a progress bar and a summary table.
+"""Run metrics: the CSV file, a progress bar and a summary table.
 
 The CSV (``<run_dir>/metrics.csv``) is the source of truth -- it needs no extra
-package and loads with one ``pandas.read_csv``. TensorBoard is a convenience:
-when ``tensorboard`` is not installed the writer says so once and carries on.
-Metric names follow CleanRL (``charts/SPS``, ``charts/episodic_return/<policy>``,
+package and loads with one ``pandas.read_csv``. TensorBoard and W&B are
+loggers beside it (``loggers.py``). Metric names follow CleanRL (``charts/SPS``, ``charts/episodic_return/<policy>``,
 ``losses/policy_loss/<policy>``, ...) so TensorBoard groups them into sections.
 """
 
@@ -13,7 +12,6 @@ import csv
 import math
 import numbers
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -21,7 +19,6 @@ __all__ = ["MetricsWriter", "Progress", "format_summary", "format_value"]
 
 CSV_NAME = "metrics.csv"
 STEP_KEY = "global_step"
-_TB_WARNED = False
 
 
 def _scalar(value: Any) -> Any:
@@ -41,24 +38,12 @@ def _csv_cell(value: Any) -> str:
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
-        return repr(float(value))
+        return "" if math.isnan(value) else repr(float(value))  # no value yet: an empty cell, as a missing key
     return str(value)
 
 
-def _warn_no_tensorboard(exc: Exception) -> None:
-    global _TB_WARNED
-    if not _TB_WARNED:
-        _TB_WARNED = True
-        warnings.warn(
-            f"TensorBoard logging is off: {exc}. Metrics still go to {CSV_NAME}; "
-            "`pip install tensorboard` to enable it.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-
-
 class MetricsWriter:
-    """Appends one row per ``write`` to ``metrics.csv`` and the same scalars to TensorBoard.
+    """Appends one row per ``write`` to ``metrics.csv``.
 
     Columns are ``global_step`` then the metric keys in order of first
     appearance. A key first seen mid-run (e.g. an episodic return that only
@@ -66,11 +51,11 @@ class MetricsWriter:
     expanded header, earlier rows getting empty cells; the rewrite goes through
     a temp file and ``os.replace`` so a crash never leaves a truncated CSV.
 
-    ``purge_step`` (for resumed runs) drops CSV rows and TensorBoard events at
-    or after that step, which the crashed run wrote after its last checkpoint.
+    ``purge_step`` (for resumed runs) drops the rows at or after that step,
+    which the crashed run wrote after its last checkpoint.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, tensorboard: bool = True, purge_step: int | None = None):
+    def __init__(self, run_dir: str | os.PathLike, purge_step: int | None = None):
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.csv_path = self.run_dir / CSV_NAME
@@ -83,14 +68,6 @@ class MetricsWriter:
                 kept = [r for r in rows if not r.get(STEP_KEY) or float(r[STEP_KEY]) < purge_step]
                 if len(kept) != len(rows):
                     self._rewrite(kept)
-        self.tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except Exception as exc:  # ImportError without the tensorboard package
-                _warn_no_tensorboard(exc)
-            else:
-                self.tb = SummaryWriter(log_dir=str(self.run_dir), purge_step=purge_step)
 
     # ------------------------------------------------------------------ CSV helpers
     def _read(self) -> tuple[list[str], list[dict[str, str]]]:
@@ -124,22 +101,10 @@ class MetricsWriter:
         with open(self.csv_path, "a", newline="") as f:
             csv.DictWriter(f, fieldnames=[STEP_KEY, *self.keys], restval="").writerow(row)
 
-        if self.tb is not None:
-            for key, value in metrics.items():
-                value = _scalar(value)
-                if isinstance(value, numbers.Real) and key != STEP_KEY:
-                    self.tb.add_scalar(key, float(value), step)
-
-    def flush(self) -> None:
-        if self.tb is not None:
-            self.tb.flush()
-
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        if self.tb is not None:
-            self.tb.close()
 
     def __enter__(self) -> "MetricsWriter":
         return self

@@ -1,9 +1,12 @@
 """Entry points behind ``warp-drive train`` and ``warp-drive evaluate``.
 
-``train`` builds the env and the trainer from a validated config, writes the run
-directory (resolved ``config.yaml``, ``metrics.csv``, TensorBoard events,
-atomic checkpoints with a ``latest`` pointer), shows a progress bar and ends
-with a summary table; for Tag envs it also renders a GIF of a trained episode.
+``train`` builds the env and the trainer from a validated config, writes the
+resolved ``config.yaml`` and runs the training loop (``run_loop``): a short
+loop around ``trainer.iterate()`` whose callbacks (``callbacks.py``) write
+``provenance.yaml``, the metrics (``metrics.csv``, TensorBoard, W&B with
+``track``), atomic checkpoints with a ``latest`` pointer, show a progress bar,
+and end with a GIF of a trained episode (envs with ``render_arrays``) and a
+summary table.
 ``resume`` continues a run from its last checkpoint with the same subsequent
 metrics as an uninterrupted run (cpu executor).
 
@@ -24,15 +27,16 @@ passed along may differ from it only in ``config.RESUMABLE_KEYS``.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import logging
+import math
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Sequence
 
+import numpy as np
 import torch
 import yaml
 
@@ -45,16 +49,23 @@ from warp_drive.training.checkpoint import (
     load_latest,
     remove_stale_temp_files,
     resolve_run_dir,
-    save_checkpoint,
 )
 from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, RunError, parse_yaml
-from warp_drive.training.metrics import MetricsWriter, Progress, format_summary
+from warp_drive.training.callbacks import (
+    Callback,
+    CheckpointSaver,
+    EpisodeRenderer,
+    EvaluationSummary,
+    MetricsLogger,
+    ProgressBar,
+    TrainingLoop,
+)
+from warp_drive.training.loggers import check_wandb, wandb_enabled
+from warp_drive.training.metrics import format_summary
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.trainer import Trainer
 
-RENDERABLE = {"TagContinuous", "TagGridWorld"}
-FAIL_RANK_ENV = "WARP_DRIVE_TEST_FAIL_RANK"  # test hook: that rank raises after its first iteration
-DUMP_ENV = "WARP_DRIVE_TEST_DUMP_PARAMS"  # test hook: each rank writes rank<r>.json (param hashes, local counts)
+log = logging.getLogger("warp_drive")
 
 
 def new_run_dir(config: RunConfig, results_dir: str | None = None) -> Path:
@@ -112,15 +123,18 @@ def build(config: RunConfig, dist: Distributed | None = None) -> Trainer:
 
 
 def train(config: RunConfig, resume: str | None = None, progress: bool = True,
-          results_dir: str | None = None) -> Path:
+          results_dir: str | None = None, callbacks: Sequence[Callback] = (), track: bool = False) -> Path:
     """Train ``config`` (or resume a run); a rank of a distributed run when started by torchrun.
 
     ``results_dir``: the run directory's last part instead of a timestamp (WarpDrive's ``--results_dir``).
+    ``callbacks``: run after the built-in ones (``callbacks.py``). ``track``: also log to Weights & Biases.
     """
+    if wandb_enabled(config, track):
+        check_wandb(config.saving.wandb)  # before a run directory is made
     if not distributed.launched_by_torchrun():
-        return _train(config, resume, progress, None, results_dir)
+        return _train(config, resume, progress, None, results_dir, list(callbacks), track)
     dist = distributed.init(config.trainer.backend)
-    run_dir = _train(config, resume, progress, dist, results_dir)
+    run_dir = _train(config, resume, progress, dist, results_dir, list(callbacks), track)
     # Only on success: after a failure a peer may be gone, and torchrun tears the group down anyway.
     distributed.shutdown()
     return run_dir
@@ -173,29 +187,29 @@ def write_run_config(run_dir: Path, config: RunConfig) -> None:
         (run_dir / "warpdrive_translation.txt").write_text(translation.text() + "\n")
 
 
-@dataclass
-class LoopHooks:
-    """How ``Trainer.train()`` (WarpDrive's API) runs the one training loop of this module: ``evaluate``
-    False skips the before/after episodes, the summary and the GIF; ``on_log(trainer, metrics)`` and
-    ``on_save(trainer)`` run (on the main process) at each metrics log and checkpoint."""
-
-    on_log: Callable[[Trainer, dict], None] | None = None
-    on_save: Callable[[Trainer], None] | None = None
-    evaluate: bool = False
+def default_callbacks(progress: bool = True, track: bool = False, evaluate: bool = True) -> list[Callback]:
+    """The callbacks of ``warp-drive train``: progress bar, metrics (CSV, TensorBoard, W&B with ``track``),
+    checkpoints and, with ``evaluate``, the GIF and the before/after summary."""
+    callbacks: list[Callback] = [ProgressBar(progress), MetricsLogger(track=track), CheckpointSaver()]
+    if evaluate:
+        callbacks += [EpisodeRenderer(), EvaluationSummary()]  # the GIF first: the summary names it
+    return callbacks
 
 
-def train_trainer(trainer: Trainer, run_dir: Path, hooks: LoopHooks, progress: bool = False) -> Path:
-    """Train an already built ``trainer`` in ``run_dir`` (created by the caller), holding the run's lock."""
+def train_trainer(trainer: Trainer, run_dir: Path, callbacks: list[Callback], progress: bool = False) -> Path:
+    """Train an already built ``trainer`` in ``run_dir`` (created by the caller), holding the run's lock;
+    ``callbacks`` come after the progress bar, metrics and checkpoints (``Trainer.train()``, WarpDrive's API)."""
     lock = RunLock(run_dir).acquire()
     try:
         write_run_config(run_dir, trainer.config)
-        return _train_in(trainer.config, None, progress, trainer.distributed, run_dir, trainer=trainer, hooks=hooks)
+        loop = TrainingLoop(trainer, trainer.config, run_dir, trainer.distributed, start_steps=trainer.env_steps)
+        return run_loop(loop, [*default_callbacks(progress, evaluate=False), *callbacks])
     finally:
         lock.release()
 
 
 def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None,
-           results_dir: str | None = None) -> Path:
+           results_dir: str | None, callbacks: list[Callback], track: bool) -> Path:
     main = dist is None or dist.is_main
     lock = None
     try:
@@ -211,91 +225,75 @@ def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distribu
                 write_run_config(run_dir, config)
         if dist is not None:
             run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
-        return _train_in(config, resume, progress, dist, run_dir)
+        if resume:
+            config = resumed_config(run_dir, config)
+        trainer = build(config, dist)
+        if resume:
+            checkpoint, state = load_latest(run_dir)  # the newest intact one; unsafe ones are refused
+            trainer.load_state_dict(state_for_rank(state, dist, checkpoint))
+        loop = TrainingLoop(trainer, config, run_dir, dist, resumed=bool(resume), start_steps=trainer.env_steps)
+        return run_loop(loop, [*default_callbacks(progress, track), *callbacks])
     finally:
         if lock is not None:
             lock.release()
 
 
-def _train_in(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None,
-              run_dir: Path, trainer: Trainer | None = None, hooks: LoopHooks | None = None) -> Path:
-    main = dist is None or dist.is_main
-    rank = 0 if dist is None else dist.rank
-    if resume:
-        config = resumed_config(run_dir, config)
-    if trainer is None:
-        trainer = build(config, dist)
-    evaluate = hooks is None or hooks.evaluate
+def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
+    """The training loop: iterate until ``trainer.total_steps``; everything else is ``callbacks``
+    (see ``callbacks.py`` for when each method runs)."""
+    trainer, dist, saving = loop.trainer, loop.dist, loop.config.saving
     if dist is not None:
         # Equal batch and minibatch sizes mean equal numbers of gradient all-reduces on every rank.
         shapes = dist.gather_objects((trainer.batch_env_steps, trainer.num_iterations))
         assert len(set(shapes)) == 1, f"ranks disagree on (batch env steps, iterations): {shapes}"
-    if resume:
-        checkpoint, state = load_latest(run_dir)  # the newest intact one; unsafe ones are refused
-        trainer.load_state_dict(state_for_rank(state, dist, checkpoint))
-    start_steps = trainer.env_steps
-    dump = TestDump(os.environ[DUMP_ENV], rank, trainer) if os.environ.get(DUMP_ENV) else None
-    fail_rank = os.environ.get(FAIL_RANK_ENV)
-    saving = config.saving
-    # A full episode in every env with the untrained policies, to compare with
-    # the end (returns logged during training favour the episodes that end first).
-    before = None if resume or not evaluate else trainer.run_episodes(greedy=False)["mean_return"]
-    if dist is not None and before is not None:
-        before = dist.mean_dict(before)
-    # A resumed run drops the rows its interrupted predecessor wrote after the checkpoint.
-    world = 1 if dist is None else dist.world_size  # global_step counts every rank's env steps
-    writer = MetricsWriter(run_dir, purge_step=trainer.env_steps * world + 1 if resume else None) if main else None
-    bar = Progress(trainer.num_iterations, enabled=progress and main)
-    bar.update(trainer.iteration, {})
-    started = time.perf_counter()
+
+    def emit(method: str, *args) -> None:
+        for callback in callbacks:
+            getattr(callback, method)(loop, *args)
+
     try:
-        first = True
+        emit("on_train_start")
+        loop.started = time.perf_counter()
         while trainer.iteration < trainer.num_iterations:
             metrics = trainer.iterate()
-            if first and fail_rank is not None and int(fail_rank) == rank:
-                raise RuntimeError(f"injected failure on rank {rank}")
-            first = False
-            is_last = trainer.iteration == trainer.num_iterations
-            if trainer.iteration % saving.metrics_log_freq == 0 or is_last:
-                episodes = trainer.episode_metrics()
-                if dump is not None:
-                    dump.record(trainer.env_steps * world, metrics, episodes)
-                if dist is not None:
-                    metrics, episodes = dist.reduce_metrics(metrics), dist.reduce_episode_metrics(episodes)
-                metrics.update(episodes)
-                if writer is not None:
-                    writer.write(trainer.env_steps * world, metrics)
-                returns = {k.rsplit("/", 1)[-1]: v for k, v in metrics.items()
-                           if k.startswith("charts/episodic_return/")}
-                bar.update(0, {"SPS": f"{metrics['charts/SPS']:,.0f}",
-                               **{k: f"{v:.2f}" for k, v in returns.items()}})
-                if hooks is not None and hooks.on_log is not None and main:
-                    hooks.on_log(trainer, metrics)
-            if trainer.iteration % saving.model_params_save_freq == 0 or is_last:
-                state = trainer.state_dict()
-                if dist is not None:  # every rank's envs and RNGs, so an N-rank resume continues each rank
-                    state["ranks"] = dist.gather_objects(distributed.rank_state(state))
-                if main:
-                    save_checkpoint(run_dir, trainer.iteration, state, keep=saving.keep_checkpoints)
-                    if hooks is not None and hooks.on_save is not None:
-                        hooks.on_save(trainer)
-            bar.update(1, {})
-    finally:
-        bar.close()
-        if writer is not None:
-            writer.close()
-    elapsed = time.perf_counter() - started
-    if not evaluate:
-        return run_dir
-    after = trainer.run_episodes(greedy=False)["mean_return"]
-    if dist is not None:
-        after = dist.mean_dict(after)
-    if dump is not None:
-        dump.write(trainer)
-    if main:
-        gif = render_episode(trainer, run_dir / "episode.gif") if config.env.name in RENDERABLE else None
-        print(summary(config, trainer, elapsed, before, after, gif, world, start_steps=start_steps))
-    return run_dir
+            emit("on_iteration_end", metrics)
+            last = trainer.iteration == trainer.num_iterations
+            if trainer.iteration % saving.metrics_log_freq == 0 or last:
+                emit("on_log", logged_metrics(loop, metrics))
+            if trainer.iteration % saving.model_params_save_freq == 0 or last:
+                emit("on_checkpoint", checkpoint_state(loop))
+        loop.elapsed = time.perf_counter() - loop.started
+        emit("on_train_end")
+    except BaseException as error:
+        for callback in callbacks:
+            try:
+                callback.on_exception(loop, error)
+            except Exception:  # the original error is the one to report
+                log.exception("%s.on_exception failed", type(callback).__name__)
+        raise
+    return loop.run_dir
+
+
+def logged_metrics(loop: TrainingLoop, metrics: dict[str, float]) -> dict[str, float]:
+    """The iteration's metrics plus the episodes ended since the last log, aggregated over ranks.
+
+    An episodic return is left out while no episode has ended (it would be NaN),
+    so loggers write an empty cell or no point rather than NaN."""
+    episodes = loop.trainer.episode_metrics()
+    loop.local_metrics = {**metrics, **episodes}
+    if loop.dist is not None:
+        metrics, episodes = loop.dist.reduce_metrics(metrics), loop.dist.reduce_episode_metrics(episodes)
+    merged = {**metrics, **episodes}
+    return {k: v for k, v in merged.items() if not (k.startswith("charts/episodic_return/") and math.isnan(v))}
+
+
+def checkpoint_state(loop: TrainingLoop) -> dict[str, Any]:
+    """The trainer's state; in a distributed run also every rank's envs and RNGs (``ranks``), so an N-rank
+    resume continues each rank (a collective: every rank calls it)."""
+    state = loop.trainer.state_dict()
+    if loop.dist is not None:
+        state["ranks"] = loop.dist.gather_objects(distributed.rank_state(state))
+    return state
 
 
 def state_for_rank(state: dict, dist: Distributed | None, source: Path) -> dict:
@@ -312,40 +310,6 @@ def state_for_rank(state: dict, dist: Distributed | None, source: Path) -> dict:
         raise ValueError(f"{source} was saved by a run of {saved} process(es); resume it with the same number "
                          f"(--nproc {saved}), or load its 'models' into a new run")
     return state if ranks is None else {**state, **ranks[rank]}
-
-
-class TestDump:
-    """``$WARP_DRIVE_TEST_DUMP_PARAMS`` hook: what the distributed tests compare across ranks.
-
-    Writes ``<dir>/rank<r>.json`` with a hash of every model's state_dict at
-    the start (after the broadcast) and the end, and this rank's own episode
-    counts and SPS at each logged step (before aggregation).
-    """
-
-    def __init__(self, directory: str, rank: int, trainer: Trainer):
-        self.path = Path(directory) / f"rank{rank}.json"
-        self.data: dict[str, Any] = {"rank": rank, "initial": self.hashes(trainer), "logged": []}
-
-    @staticmethod
-    def hashes(trainer: Trainer) -> dict[str, str]:
-        out = {}
-        for tag, p in trainer.policies.items():
-            digest = hashlib.sha256()
-            for name, tensor in sorted(p.model.state_dict().items()):
-                digest.update(name.encode())
-                digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-            out[tag] = digest.hexdigest()
-        return out
-
-    def record(self, step: int, metrics: dict, episodes: dict) -> None:
-        self.data["logged"].append({"step": step, "sps": metrics["charts/SPS"],
-                                    "episodes": {k: v for k, v in episodes.items() if k.startswith("charts/episodes/")}})
-
-    def write(self, trainer: Trainer) -> None:
-        self.data["final"] = self.hashes(trainer)
-        self.data["env_steps"] = trainer.env_steps
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.data, indent=1))
 
 
 def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, start_steps: int = 0) -> str:
@@ -378,27 +342,24 @@ def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, s
     return "\n".join(lines)
 
 
-def render_episode(trainer: Trainer, out: Path, greedy: bool = False) -> Path:
-    from warp_drive.training import render
+def can_render(trainer: Trainer) -> bool:
+    """Whether the trainer's env draws itself (``Environment.render_arrays``)."""
+    return bool(getattr(trainer.env.env, "render_arrays", ()))
 
+
+def render_episode(trainer: Trainer, out: Path, greedy: bool = False) -> Path:
+    """A GIF of one episode of env 0 with the current policies, drawn by the env's own ``render``."""
     env = trainer.env.env
-    if env.name == "TagContinuous":
-        episode = trainer.run_episodes(greedy=greedy, record=("loc_x", "loc_y", "still_in_the_game"))
-        frames = episode["frames"]
-        is_tagger = trainer.env.data_manager.pull_data_from_device("agent_types") == 1
-        return render.render_tag_episode(out, frames["loc_x"], frames["loc_y"], is_tagger,
-                                         frames["still_in_the_game"].astype(bool), float(env.grid_length),
-                                         title="TagContinuous")
-    episode = trainer.run_episodes(greedy=greedy, record=("loc_x", "loc_y"))
-    frames = episode["frames"]
-    is_tagger = trainer.env.data_manager.pull_data_from_device("agent_types") == 0
-    return render.render_gridworld_episode(out, frames["loc_x"], frames["loc_y"], is_tagger, int(env.grid_length),
-                                           title="TagGridWorld")
+    episode = trainer.run_episodes(greedy=greedy, record=tuple(env.render_arrays))
+    return Path(env.render(episode["frames"], out))
 
 
 def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy: bool = True,
              backend: str | None = None) -> dict[str, Any]:
-    """Mean return per policy over ``episodes`` episodes of the run's latest checkpoint."""
+    """Returns per policy over ``episodes`` episodes (one per env) of the run's latest checkpoint.
+
+    ``mean_return``: policy -> mean; ``returns``: policy -> mean, std, min, max of the episodes' returns
+    (each the mean over the policy's agents); ``mean_length``: mean steps per episode; ``gif``: the GIF."""
     path = resolve_run_dir(run_dir, Path("runs"))
     raw = saved_config(path)
     raw["trainer"]["num_envs"] = int(episodes)
@@ -413,7 +374,14 @@ def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy
     result = trainer.run_episodes(greedy=greedy)
     gif = None
     if render:
-        if config.env.name not in RENDERABLE:
-            raise ConfigError(f"--render draws Tag episodes; {config.env.name} has no renderer")
+        if not can_render(trainer):
+            raise ConfigError(f"--render: {config.env.name} has no renderer (its Environment class sets no "
+                              f"render_arrays)")
         gif = str(render_episode(trainer, Path(render), greedy=greedy))
-    return {"episodes": int(episodes), "mean_return": result["mean_return"], "gif": gif}
+    per_policy = {}
+    for tag, returns in result["returns"].items():
+        per_env = np.asarray(returns, dtype=np.float64).mean(axis=1)  # each env's return, averaged over its agents
+        per_policy[tag] = {"mean": float(per_env.mean()), "std": float(per_env.std()),
+                           "min": float(per_env.min()), "max": float(per_env.max())}
+    return {"episodes": int(episodes), "mean_return": result["mean_return"], "returns": per_policy,
+            "mean_length": float(np.mean(result["steps"])), "gif": gif}

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 import torch
 
+from warp_drive.training.callbacks import Callback
+
 if TYPE_CHECKING:
     from warp_drive.env_wrapper import EnvWrapper
     from warp_drive.training.trainer import Trainer
@@ -97,8 +99,7 @@ class WarpDriveTrainerMethods:
         self.env.reset_all_envs()
         for p in self.policies.values():
             p.running_return.zero_()
-        hooks = run.LoopHooks(on_log=self._log_warpdrive_metrics, on_save=lambda trainer: trainer._write_models())
-        return run.train_trainer(self, self.save_dir, hooks)
+        return run.train_trainer(self, self.save_dir, [WarpDriveOutputs()])
 
     def _log_warpdrive_metrics(self, _trainer: "Trainer", metrics: dict[str, float]) -> None:
         """WarpDrive's log: a ``results.json`` line and, when verbose, the printed block."""
@@ -391,6 +392,20 @@ class PerfStats:
         print("=" * 40)
         for key, value in stats.items():
             print(f"{key:40}: {value:10.2f}")
+
+
+class WarpDriveOutputs(Callback):
+    """The training-loop callback of ``Trainer.train()`` (and the Lightning module): WarpDrive's
+    ``results.json`` line and printed block at each log, its ``<policy>_<env steps>.state_dict``
+    model files at each checkpoint (main process)."""
+
+    def on_log(self, loop, metrics: dict) -> None:
+        if loop.is_main:
+            loop.trainer._log_warpdrive_metrics(loop.trainer, metrics)
+
+    def on_checkpoint(self, loop, state: dict) -> None:
+        if loop.is_main:
+            loop.trainer._write_models()
 
 
 def as_run_config(config: Any, env_wrapper: EnvWrapper):

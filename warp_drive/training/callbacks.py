@@ -1,0 +1,257 @@
+"""Callbacks of the training loop (``run.train``): everything around ``trainer.iterate()``.
+
+The loop itself (``run.run_loop``) only iterates, gathers the metrics at log
+steps and the state at checkpoint steps; writing metrics, checkpoints, the
+progress bar, the before/after evaluation and summary, and the GIF are the
+callbacks below. Users add their own with ``run.train(config, callbacks=[...])``
+or ``warp-drive train --callback module:Class`` (a class built with no
+arguments).
+
+Every rank of a distributed run calls every callback: a method that collects
+over ranks (``loop.dist``) must run on all of them; one that writes files
+checks ``loop.is_main``. The methods, in order:
+
+``on_train_start(loop)``
+    once, after the trainer is built (and restored when resuming).
+``on_iteration_end(loop, metrics)``
+    after every iteration, with this rank's own metrics of it.
+``on_log(loop, metrics)``
+    every ``saving.metrics_log_freq`` iterations and at the last: the
+    iteration's metrics plus episode statistics, aggregated over ranks
+    (``loop.local_metrics`` holds this rank's before aggregation). A metric
+    without a value yet (no episode has ended) is absent.
+``on_checkpoint(loop, state)``
+    every ``saving.model_params_save_freq`` iterations and at the last, with
+    the trainer state to save (every rank's envs included in a distributed run).
+``on_train_end(loop)``
+    once, after the last iteration (not when training failed).
+``on_exception(loop, error)``
+    instead of ``on_train_end`` when an iteration or a callback raised; for
+    releasing files. The error then propagates.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from warp_drive.training.config import ConfigError
+
+if TYPE_CHECKING:
+    from warp_drive.training.config import RunConfig
+    from warp_drive.training.distributed import Distributed
+    from warp_drive.training.loggers import Logger
+    from warp_drive.training.trainer import Trainer
+
+__all__ = ["Callback", "TrainingLoop", "ProgressBar", "MetricsLogger", "CheckpointSaver", "EpisodeRenderer",
+           "EvaluationSummary", "load_callback"]
+
+log = logging.getLogger("warp_drive")
+
+
+@dataclass
+class TrainingLoop:
+    """What callbacks see of the running loop."""
+
+    trainer: Trainer
+    config: RunConfig
+    run_dir: Path
+    dist: Distributed | None = None
+    resumed: bool = False
+    start_steps: int = 0  # the trainer's env steps when this session began (a resume's checkpoint)
+    started: float = field(default_factory=time.perf_counter)
+    elapsed: float = 0.0  # seconds of training (set before on_train_end)
+    local_metrics: dict[str, float] = field(default_factory=dict)  # this rank's, before aggregation
+    artifacts: dict[str, Path] = field(default_factory=dict)  # files callbacks made (e.g. "gif")
+
+    @property
+    def rank(self) -> int:
+        return 0 if self.dist is None else self.dist.rank
+
+    @property
+    def world_size(self) -> int:
+        return 1 if self.dist is None else self.dist.world_size
+
+    @property
+    def is_main(self) -> bool:
+        return self.dist is None or self.dist.is_main
+
+    @property
+    def global_step(self) -> int:
+        """Env steps of every rank (the x axis of the metrics)."""
+        return self.trainer.env_steps * self.world_size
+
+
+class Callback:
+    """Base class: override the methods you need (see the module docstring)."""
+
+    def on_train_start(self, loop: TrainingLoop) -> None:
+        pass
+
+    def on_iteration_end(self, loop: TrainingLoop, metrics: dict[str, float]) -> None:
+        pass
+
+    def on_log(self, loop: TrainingLoop, metrics: dict[str, float]) -> None:
+        pass
+
+    def on_checkpoint(self, loop: TrainingLoop, state: dict[str, Any]) -> None:
+        pass
+
+    def on_train_end(self, loop: TrainingLoop) -> None:
+        pass
+
+    def on_exception(self, loop: TrainingLoop, error: BaseException) -> None:
+        pass
+
+
+class ProgressBar(Callback):
+    """A tqdm bar over iterations (main process) with SPS and the latest episodic returns."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.bar = None
+
+    def on_train_start(self, loop: TrainingLoop) -> None:
+        from warp_drive.training.metrics import Progress
+
+        self.bar = Progress(loop.trainer.num_iterations, enabled=self.enabled and loop.is_main,
+                            initial=loop.trainer.iteration)
+
+    def on_log(self, loop: TrainingLoop, metrics: dict[str, float]) -> None:
+        returns = {k.rsplit("/", 1)[-1]: v for k, v in metrics.items() if k.startswith("charts/episodic_return/")}
+        self.bar.update(0, {"SPS": f"{metrics['charts/SPS']:,.0f}", **{k: f"{v:.2f}" for k, v in returns.items()}})
+
+    def on_iteration_end(self, loop: TrainingLoop, metrics: dict[str, float]) -> None:
+        self.bar.update(1, {})
+
+    def on_train_end(self, loop: TrainingLoop) -> None:
+        self.bar.close()
+
+    def on_exception(self, loop: TrainingLoop, error: BaseException) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class MetricsLogger(Callback):
+    """Writes ``provenance.yaml`` and sends config, provenance and metrics to the loggers (main process).
+
+    ``loggers``: objects with the :class:`~warp_drive.training.loggers.Logger`
+    methods; default ``metrics.csv`` and TensorBoard, plus W&B with ``track``.
+    A resumed run drops the rows its interrupted predecessor logged after the checkpoint.
+    """
+
+    def __init__(self, loggers: list[Logger] | None = None, track: bool = False):
+        self.loggers = loggers
+        self.track = track
+
+    def on_train_start(self, loop: TrainingLoop) -> None:
+        if not loop.is_main:
+            return
+        from warp_drive.training.loggers import default_loggers, provenance
+
+        if self.loggers is None:
+            purge = loop.global_step + 1 if loop.resumed else None
+            self.loggers = default_loggers(loop.run_dir, loop.config, purge, track=self.track, resume=loop.resumed)
+        where = provenance(loop.trainer.env.backend.name, loop.trainer.device)
+        (loop.run_dir / "provenance.yaml").write_text(yaml.safe_dump(where, sort_keys=False))
+        for logger in self.loggers:
+            logger.log_config(loop.config.to_dict(), where)
+
+    def on_log(self, loop: TrainingLoop, metrics: dict[str, float]) -> None:
+        if loop.is_main:
+            for logger in self.loggers:
+                logger.log_metrics(loop.global_step, metrics)
+
+    def on_train_end(self, loop: TrainingLoop) -> None:
+        self.close()
+
+    def on_exception(self, loop: TrainingLoop, error: BaseException) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for logger in self.loggers or ():
+            logger.close()
+        self.loggers = []
+
+
+class CheckpointSaver(Callback):
+    """Saves each checkpoint state atomically in ``<run_dir>/checkpoints`` (main process), keeping the newest
+    ``saving.keep_checkpoints``."""
+
+    def on_checkpoint(self, loop: TrainingLoop, state: dict[str, Any]) -> None:
+        if loop.is_main:
+            from warp_drive.training.checkpoint import save_checkpoint
+
+            save_checkpoint(loop.run_dir, loop.trainer.iteration, state, keep=loop.config.saving.keep_checkpoints)
+
+
+class EvaluationSummary(Callback):
+    """One full episode in every env before and after training, and the end-of-run table (main prints it).
+
+    The returns logged during training favour the episodes that end first;
+    a whole episode of every env compares the policies fairly. A resumed run
+    has no "before".
+    """
+
+    def __init__(self) -> None:
+        self.before: dict[str, float] | None = None
+
+    def on_train_start(self, loop: TrainingLoop) -> None:
+        if not loop.resumed:
+            self.before = self._mean_returns(loop)
+
+    def on_train_end(self, loop: TrainingLoop) -> None:
+        after = self._mean_returns(loop)
+        if loop.is_main:
+            from warp_drive.training.run import summary
+
+            print(summary(loop.config, loop.trainer, loop.elapsed, self.before, after, loop.artifacts.get("gif"),
+                          loop.world_size, start_steps=loop.start_steps))
+
+    @staticmethod
+    def _mean_returns(loop: TrainingLoop) -> dict[str, float]:
+        returns = loop.trainer.run_episodes(greedy=False)["mean_return"]
+        return returns if loop.dist is None else loop.dist.mean_dict(returns)
+
+
+class EpisodeRenderer(Callback):
+    """``<run_dir>/episode.gif`` of the trained policies, for envs that can draw themselves
+    (``Environment.render_arrays``); nothing for the others."""
+
+    def __init__(self, filename: str = "episode.gif"):
+        self.filename = filename
+
+    def on_train_end(self, loop: TrainingLoop) -> None:
+        from warp_drive.training.run import can_render, render_episode
+
+        if loop.is_main and can_render(loop.trainer):
+            loop.artifacts["gif"] = render_episode(loop.trainer, loop.run_dir / self.filename)
+
+
+def load_callback(spec: str) -> Callback:
+    """A callback from ``module:Class`` (``--callback``): the class is imported and built with no arguments."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"--callback {spec}: expected module:Class, e.g. my_package.callbacks:PrintReturns")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--callback {spec}: cannot import {module_name} ({exc}); is it on PYTHONPATH?") from None
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ConfigError(f"--callback {spec}: {module_name} has no {attr}")
+        target = getattr(target, part)
+    callback = target() if isinstance(target, type) else target
+    missing = [m for m in ("on_train_start", "on_iteration_end", "on_log", "on_checkpoint", "on_train_end",
+                           "on_exception") if not callable(getattr(callback, m, None))]
+    if missing:
+        raise ConfigError(f"--callback {spec}: not a callback (no {', '.join(missing)}); subclass "
+                          f"warp_drive.training.callbacks.Callback")
+    return callback
