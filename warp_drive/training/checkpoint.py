@@ -405,7 +405,7 @@ def resolve_run_dir(spec: str | os.PathLike, basedir: str | os.PathLike = "runs"
 
     With ``name``, ``latest`` is the newest run *of that config* (its
     ``config.yaml`` has that ``name``): ``--config cartpole --resume latest``
-    must not pick up a TagContinuous run that happened to write last.
+    must not pick up a run of another config that happened to write last.
     A relative path that does not exist from the current directory is also
     tried relative to ``basedir`` (so ``tag_continuous/experiment/2024...`` works).
     """
