@@ -159,8 +159,11 @@ def test_agent_names_follow_agent_groups():
         def agent_groups(self):
             return {"red": [0, 2], "blue": [1]}
 
-    assert agent_names(DummyEnv(num_agents=2)) == ["agent_0", "agent_1"]
-    assert agent_names(Grouped(num_agents=4)) == ["red_0", "blue_1", "red_2", "agent_3"]
+    assert agent_names(DummyEnv(num_agents=2)) == {"agent_0": 0, "agent_1": 1}
+    # Numbered within the group, group by group; agents in no group are "agent_<k>".
+    names = agent_names(Grouped(num_agents=4))
+    assert names == {"red_0": 0, "red_1": 2, "blue_0": 1, "agent_0": 3}
+    assert list(names) == ["red_0", "red_1", "blue_0", "agent_0"]
 
     class Overlapping(DummyEnv):
         def agent_groups(self):
@@ -176,7 +179,8 @@ def test_parallel_api_test_on_tag_gridworld():
 
     env = _pz()("TagGridWorld", seed=0, env_config={"num_taggers": 3, "grid_length": 6, "episode_length": 25,
                                                     "random_starts": True})
-    assert env.possible_agents == ["tagger_0", "tagger_1", "tagger_2", "runner_3"]
+    assert env.possible_agents == ["tagger_0", "tagger_1", "tagger_2", "runner_0"]
+    assert env.agent_index == {"tagger_0": 0, "tagger_1": 1, "tagger_2": 2, "runner_0": 3}
     parallel_api_test(env, num_cycles=30)
     obs, _ = env.reset(seed=3)
     for _ in range(25):
@@ -192,8 +196,8 @@ def test_parallel_api_test_on_tag_continuous():
 
     env = _pz()("TagContinuous", seed=0)
     groups = env.wrapper.env.agent_groups()
-    assert env.possible_agents == [next(f"{g}_{i}" for g, ids in groups.items() if i in ids)
-                                   for i in range(env.wrapper.num_agents)]
+    assert env.possible_agents == ["tagger_0"] + [f"runner_{k}" for k in range(10)]
+    assert [env.agent_index[a] for a in env.possible_agents] == groups["tagger"] + groups["runner"]
     parallel_api_test(env, num_cycles=20)
     obs, _ = env.reset(seed=1)
     for _ in range(20):

@@ -1,24 +1,56 @@
 """PettingZoo ``ParallelEnv`` over one replica of a warp_drive environment.
 
-All agents act at once, as in the kernel. Agent names follow the
-environment's agent groups: ``agent_<i>`` when there is only the default
-``"shared"`` group, else ``<group>_<i>`` (e.g. ``tagger_0`` … ``runner_3``),
-where ``<i>`` is always the agent's index in the kernel's arrays, so a name
-maps to its row without a table.
+All agents act at once, as in the kernel.
 
-Episodes end for the whole environment (``_done_`` is per replica): when the
-step returns ``_done_ == 1`` every agent is terminated, ``2`` every agent is
-truncated, and ``agents`` becomes empty until ``reset()`` (PettingZoo's
-contract; agents leaving one by one is not something the contract expresses).
+Agent names follow the environment's agent groups: ``<group>_<k>`` for the
+k-th member of a group (``tagger_0``, ``tagger_1``, ``runner_0`` …), the
+default ``"shared"`` group (and agents in no group) being called ``agent``.
+Names are numbered within their role, not by kernel row, so each name keeps
+its role and spaces even where the roles are drawn at random (TagContinuous's
+taggers): ``possible_agents`` and every name's spaces are the same whatever
+the seed, and ``agent_index`` maps a name to its kernel row.
+
+Seeding: ``seed`` seeds the ``EnvWrapper`` (start states, see
+:mod:`warp_drive.adapters`) and, when the adapter builds the environment from
+a class or a registered name whose constructor takes ``seed`` and
+``env_config`` does not set it, the environment's construction as well
+(TagContinuous draws its taggers there). ``reset(seed=s)`` then gives exactly
+the state of a fresh ``PettingZooParallelEnv(env, seed=s, env_config=...)``:
+when the construction seed changes the environment is rebuilt (a new
+``self.wrapper``; kernels come from the build cache). An environment given as
+an instance or an ``EnvWrapper`` keeps what its construction drew.
+
+Episodes: an agent leaves ``agents`` at the step its episode ends. The whole
+replica ends with ``_done_`` (1: every live agent terminated, 2: truncated,
+and ``agents`` empties until ``reset()``). An environment with a per-agent
+``still_in_the_game`` array (WarpDrive's name; TagContinuous with
+``runner_exits_game_after_tagged``) also ends single agents: one whose flag
+drops to 0 is reported ``terminated`` at that step and is absent afterwards.
+
+``state()`` is the replica's global state: the arrays the framework restores at
+a reset (the environment's state by the contract: twins and pool targets, in
+the order the environment declared them, observations excluded) and the time
+step, flattened into one float32 vector; ``state_names`` lists the arrays.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
 import torch
-from pettingzoo import ParallelEnv
+
+try:
+    from pettingzoo import ParallelEnv
+except ModuleNotFoundError as error:  # pragma: no cover - exercised in a subprocess
+    if error.name != "pettingzoo":
+        raise
+    raise ModuleNotFoundError(
+        "warp_drive.adapters.PettingZooParallelEnv needs PettingZoo, which is not installed: "
+        "pip install 'warp_drive[pettingzoo]'",
+        name="pettingzoo",
+    ) from error
 
 from warp_drive.adapters import (
     build_wrapper,
@@ -29,32 +61,56 @@ from warp_drive.adapters import (
 )
 from warp_drive.environment import TERMINATED, TRUNCATED
 
+# Per-agent in-game flags, (num_envs, num_agents): an agent whose flag is 0 has left the episode.
+ACTIVE_FLAGS = "still_in_the_game"
+TIMESTEP = "_timestep_"
 
-def agent_names(env) -> list[str]:
-    """One name per agent index, from ``env.agent_groups()`` (see the module docstring)."""
+
+def agent_names(env) -> dict[str, int]:
+    """``{name: kernel row}`` from ``env.agent_groups()``, group by group (see the module docstring)."""
     n = int(env.num_agents)
-    groups = env.agent_groups()
-    if set(groups) == {"shared"}:
-        return [f"agent_{i}" for i in range(n)]
-    names: list[str | None] = [None] * n
-    for group, members in groups.items():
+    owner: dict[int, str] = {}
+    for group, members in env.agent_groups().items():
         for i in members:
             i = int(i)
             if not 0 <= i < n:
                 raise ValueError(f"{env.name}: agent group {group!r} names agent {i}, outside 0..{n - 1}")
-            if names[i] is not None:
-                raise ValueError(f"{env.name}: agent {i} is in two agent groups ({names[i]} and {group!r})")
-            names[i] = f"{group}_{i}"
-    # Agents in no group keep the neutral name.
-    return [name if name is not None else f"agent_{i}" for i, name in enumerate(names)]
+            if i in owner:
+                raise ValueError(f"{env.name}: agent {i} is in two agent groups ({owner[i]!r} and {group!r})")
+            owner[i] = group
+    groups: dict[str, list[int]] = {}
+    for group in env.agent_groups():
+        groups.setdefault("agent" if group == "shared" else group, [])
+    for i in range(n):
+        group = owner.get(i, "shared")
+        groups.setdefault("agent" if group == "shared" else group, []).append(i)
+    return {f"{prefix}_{k}": i for prefix, rows in groups.items() for k, i in enumerate(rows)}
+
+
+def _seeded_construction(env: Any, env_config: dict | None) -> bool:
+    """Whether the adapter builds ``env`` (a class or registered name) with a constructor
+    ``seed`` that ``env_config`` leaves open, so the adapter's seed decides it."""
+    if (env_config or {}).get("seed") is not None:
+        return False
+    if isinstance(env, str):
+        from warp_drive.registry import get_env_class
+
+        env = get_env_class(env)
+    if not isinstance(env, type):
+        return False
+    try:
+        return "seed" in inspect.signature(env).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 class PettingZooParallelEnv(ParallelEnv):
     """``ParallelEnv`` view of one replica; see the module docstring.
 
     ``env``: an environment instance, class or registered name (or an
-    ``EnvWrapper`` with one replica); ``seed``: the wrapper's seed (random when
-    None); ``reset(seed=s)`` reseeds (see :mod:`warp_drive.adapters`).
+    ``EnvWrapper`` with one replica); ``seed``: the wrapper's (and, where the
+    adapter builds the env, the env's) seed, random when None;
+    ``reset(seed=s)`` reseeds both.
     """
 
     metadata = {"render_modes": [], "name": "warp_drive_parallel_v0", "is_parallelizable": True}
@@ -63,29 +119,58 @@ class PettingZooParallelEnv(ParallelEnv):
                  render_mode: str | None = None, reset_pool_size: int = 1000):
         if render_mode is not None:
             raise ValueError(f"render_mode {render_mode!r}: warp_drive environments do not render")
+        from warp_drive.sampler import random_seed
+
         self.render_mode = None
-        self.wrapper = build_wrapper(env, 1, backend, seed, env_config, reset_pool_size,
-                                     adapter="PettingZooParallelEnv")
+        self._source, self._env_config = env, dict(env_config or {})
+        self._backend, self._reset_pool_size = backend, reset_pool_size
+        self._seeded_construction = _seeded_construction(env, env_config)
+        self._build(random_seed() if seed is None else int(seed))
         wenv = self.wrapper.env
         self.metadata = dict(self.metadata, name=f"warp_drive_{wenv.name or type(wenv).__name__}")
-        self.possible_agents = agent_names(wenv)
-        self.agent_index = {name: i for i, name in enumerate(self.possible_agents)}
+        self.possible_agents = list(self.agent_index)
         # Built once: PettingZoo requires the very same space object on every call
-        # (so seeding a space sticks).
+        # (so seeding a space sticks); a rebuild must give equal spaces (_build).
         self._observation_spaces = {name: wenv.observation_space(i) for name, i in self.agent_index.items()}
         self._action_spaces = {name: wenv.action_space(i) for name, i in self.agent_index.items()}
 
-        obs_shape = tuple(self.wrapper.obs.shape)
-        act_shape = tuple(self.wrapper.actions.shape)
-        self._obs_size = int(np.prod(obs_shape[2:], dtype=np.int64))
-        self._act_size = int(np.prod(act_shape[2:], dtype=np.int64))
+        self._obs_size = int(np.prod(tuple(self.wrapper.obs.shape)[2:], dtype=np.int64))
+        self._act_size = int(np.prod(tuple(self.wrapper.actions.shape)[2:], dtype=np.int64))
         for name in self.possible_agents:
             supported_space(self._observation_spaces[name], "observation", self.wrapper.name)
             supported_space(self._action_spaces[name], "action", self.wrapper.name)
             check_fits(self._observation_spaces[name], self._obs_size, "observation", self.wrapper.name, name)
             check_fits(self._action_spaces[name], self._act_size, "action", self.wrapper.name, name)
-        self._actions_host = np.zeros(act_shape, np.int32 if self.wrapper.actions.dtype == torch.int32 else np.float32)
+        from gymnasium import spaces
+
+        self.state_space = spaces.Box(-np.inf, np.inf, shape=(self._state_size(),), dtype=np.float32)
         self.agents: list[str] = []
+
+    def _build(self, seed: int) -> None:
+        """(Re)build the wrapper for ``seed``; a rebuild must keep the agents and their spaces."""
+        config = dict(self._env_config, seed=seed) if self._seeded_construction else self._env_config
+        wrapper = build_wrapper(self._source, 1, self._backend, seed, config or None, self._reset_pool_size,
+                                adapter="PettingZooParallelEnv")
+        index = agent_names(wrapper.env)
+        if hasattr(self, "possible_agents"):  # a rebuild
+            same = list(index) == self.possible_agents and all(
+                wrapper.env.observation_space(i) == self._observation_spaces[name]
+                and wrapper.env.action_space(i) == self._action_spaces[name] for name, i in index.items())
+            if not same:
+                raise RuntimeError(
+                    f"{wrapper.name} built with seed={seed} has other agent names or spaces than with the first "
+                    "seed; PettingZoo needs fixed names and spaces: name agents by role with agent_groups() so that "
+                    "each name keeps its spaces")
+        self.wrapper, self.agent_index, self._construction_seed = wrapper, index, seed
+        self._actions_host = np.zeros(tuple(self.wrapper.actions.shape),
+                                      np.int32 if self.wrapper.actions.dtype == torch.int32 else np.float32)
+        dm = self.wrapper.data_manager
+        restored = [n for n in dm.array_names if n in dm.reset_data_list or n in dm.reset_target_to_pool]
+        self.state_names = [n for n in restored if n != "observations"]
+        if TIMESTEP in dm.array_names:
+            self.state_names.append(TIMESTEP)
+        flags = dm.data_on_device_via_torch(ACTIVE_FLAGS) if ACTIVE_FLAGS in dm.array_names else None
+        self._active_flags = flags if flags is not None and tuple(flags.shape) == (1, self.wrapper.num_agents) else None
 
     # ------------------------------------------------------------ spaces
     def observation_space(self, agent: str):
@@ -96,12 +181,14 @@ class PettingZooParallelEnv(ParallelEnv):
 
     # ------------------------------------------------------------ episodes
     def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
+        if seed is not None and self._seeded_construction and int(seed) != self._construction_seed:
+            self._build(int(seed))  # the new wrapper starts from seed's start state
+        elif seed is not None:
             self.wrapper.reseed(seed)
         else:
             self.wrapper.reset_all_envs()
         self.agents = list(self.possible_agents)
-        return self._observations(), {name: {} for name in self.agents}
+        return self._observations(to_host(self.wrapper.obs)[0]), {name: {} for name in self.agents}
 
     def step(self, actions: dict[str, Any]):
         if not self.agents:
@@ -111,6 +198,7 @@ class PettingZooParallelEnv(ParallelEnv):
         if missing or unknown:
             raise KeyError(f"step() needs one action per live agent; missing {missing}, unknown {unknown}")
         flat = self._actions_host.reshape(self.wrapper.num_agents, self._act_size)
+        flat[:] = 0  # agents that left act the no-op
         for name in self.agents:
             value = np.asarray(actions[name]).reshape(-1)
             if value.size != self._act_size:
@@ -121,27 +209,54 @@ class PettingZooParallelEnv(ParallelEnv):
         self.wrapper.actions.copy_(torch.from_numpy(self._actions_host))
         self.wrapper.step_all_envs()
 
-        observations = self._observations()
-        rewards_row = to_host(self.wrapper.rewards)[0]
-        done = int(self.wrapper.done[0])
+        w = self.wrapper
+        flags = self._active_flags[0] if self._active_flags is not None else torch.ones_like(w.rewards[0])
+        obs, rewards_row, active, done = _pull(w.obs[0], w.rewards[0], flags, w.done[:1])
+        done = int(done[0])
         rewards = {name: float(rewards_row[self.agent_index[name]]) for name in self.agents}
-        terminations = {name: done == TERMINATED for name in self.agents}
-        truncations = {name: done == TRUNCATED for name in self.agents}
+        left = {name: not active[self.agent_index[name]] for name in self.agents}
+        terminations = {name: done == TERMINATED or left[name] for name in self.agents}
+        truncations = {name: done == TRUNCATED and not left[name] for name in self.agents}
         infos = {name: {} for name in self.agents}
-        if done:
-            self.agents = []
+        observations = self._observations(obs)
+        self.agents = [] if done else [name for name in self.agents if not left[name]]
         return observations, rewards, terminations, truncations, infos
 
-    def _observations(self) -> dict[str, np.ndarray]:
-        obs = to_host(self.wrapper.obs)[0].reshape(self.wrapper.num_agents, self._obs_size)
+    def _observations(self, obs: np.ndarray) -> dict[str, np.ndarray]:
+        obs = obs.reshape(self.wrapper.num_agents, self._obs_size)
         out = {}
         for name in self.agents:
             space = self._observation_spaces[name]
             out[name] = obs[self.agent_index[name]].reshape(space.shape).astype(space.dtype, copy=True)
         return out
 
+    # ------------------------------------------------------------ global state
+    def _state_arrays(self) -> list[torch.Tensor]:
+        dm = self.wrapper.data_manager
+        return [dm.data_on_device_via_torch(name)[0] for name in self.state_names]
+
+    def _state_size(self) -> int:
+        return sum(int(t.numel()) for t in self._state_arrays())
+
+    def state(self) -> np.ndarray:
+        """The replica's global state (see the module docstring), one host copy."""
+        return np.concatenate([a.reshape(-1) for a in _pull(*self._state_arrays())]).astype(np.float32)
+
     def render(self):
         return None
 
     def close(self):
         pass
+
+
+def _pull(*tensors: torch.Tensor) -> list[np.ndarray]:
+    """Host copies of several device tensors in one transfer (one sync, not one per tensor).
+
+    They travel as float64, which holds float32 and int32 values exactly.
+    """
+    flat = to_host(torch.cat([t.reshape(-1).to(torch.float64) for t in tensors]))
+    out, start = [], 0
+    for t in tensors:
+        out.append(flat[start:start + t.numel()].reshape(tuple(t.shape)))
+        start += t.numel()
+    return out
