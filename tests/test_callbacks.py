@@ -115,6 +115,7 @@ def test_no_env_names_in_the_training_layer():
     assert hits == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["cartpole", "pendulum", "mountain_car", "continuous_mountain_car", "acrobot",
                                     "tag_gridworld"])
 def test_envs_draw_their_own_episodes(tmp_path, config):

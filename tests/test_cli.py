@@ -174,6 +174,7 @@ def test_no_command_is_a_usage_error(capsys):
     assert "COMMAND" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_dash_m_warp_drive():
     root = Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-m", "warp_drive", "configs"], cwd=root, capture_output=True,

@@ -214,6 +214,7 @@ def test_checkpoint_round_trip_continues_identically():
     assert a.policies["shared"].replay.pos == b.policies["shared"].replay.pos
 
 
+@pytest.mark.slow
 def test_train_resume_and_evaluate_through_run(tmp_path):
     cfg = small(basedir=str(tmp_path))
     run_dir = train(cfg, progress=False)

@@ -68,6 +68,7 @@ def test_provenance_names_versions_commit_backend_and_device(pendulum_run):
     RunConfig.from_dict(yaml.safe_load((pendulum_run / "config.yaml").read_text()))
 
 
+@pytest.mark.slow
 def test_wandb_runs_offline_into_the_run_directory_without_a_login(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_DIR"):

@@ -116,6 +116,7 @@ def test_huge_vf_coef_raises_naming_the_loss_and_leaves_parameters_unchanged():
         assert all(torch.isfinite(t).all() for t in p.model.state_dict().values())
 
 
+@pytest.mark.slow
 def test_run_train_with_a_nan_env_exits_nonzero_and_keeps_the_last_good_checkpoint(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""

@@ -51,12 +51,14 @@ def dist(tmp_path_factory):
     return log, wheel, sdist
 
 
+@pytest.mark.slow
 def test_build_prints_no_warnings(dist):
     log, _, _ = dist
     warnings = [line for line in log.splitlines() if "warning" in line.lower()]
     assert not warnings, "python -m build warned:\n" + "\n".join(warnings)
 
 
+@pytest.mark.slow
 def test_wheel_ships_the_package_under_one_top_level_name(dist):
     _, wheel, _ = dist
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -79,6 +81,7 @@ def test_wheel_ships_the_package_under_one_top_level_name(dist):
     assert "warp_drive/training/configs/cartpole.yaml" in names
 
 
+@pytest.mark.slow
 def test_sdist_builds_the_same_layout(dist):
     import tarfile
 

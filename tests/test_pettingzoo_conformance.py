@@ -228,6 +228,7 @@ def test_tag_continuous_state_holds_positions_and_flags():
     assert state[-1] == 1.0  # the time step
 
 
+@pytest.mark.slow
 # ============================================================================ without PettingZoo
 def test_importing_without_pettingzoo_names_the_extra_to_install():
     code = (

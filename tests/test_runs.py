@@ -90,6 +90,7 @@ def test_latest_is_the_newest_run_of_the_given_config(run_copy, capsys):
     assert f"run directory: {run_copy.resolve()}" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_second_concurrent_resume_fails_at_once_naming_the_holder(run_copy, capsys):
     holder = subprocess.Popen([sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--resume",
                                str(run_copy), "--no-progress", "--set", f"saving.basedir={run_copy.parents[2]}",
