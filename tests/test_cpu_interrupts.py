@@ -50,10 +50,21 @@ except KernelLaunchError as exc:
 """
 
 
+def _as_in_a_terminal() -> None:
+    """The child's Ctrl-C as a terminal gives it: SIGINT handled and not blocked.
+
+    A job started in the background of a non-interactive shell (``make test &``,
+    ``nohup``) inherits SIGINT *ignored*, and then Ctrl-C rightly never reaches
+    the kernel; these tests are about the terminal case, so they set it up.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def child(script: str, *args, env=None, **kwargs) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", script, str(KERNELS / "interrupts.cu"), *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=env or os.environ.copy(), **kwargs)
+                            env=env or os.environ.copy(), preexec_fn=_as_in_a_terminal, **kwargs)
 
 
 def read_line(proc: subprocess.Popen, timeout: float) -> str:
