@@ -23,9 +23,11 @@ lightning = pytest.importorskip("lightning")
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
 from lightning.pytorch.loggers import CSVLogger  # noqa: E402
 
-from warp_drive.training.config import load_config  # noqa: E402
-from warp_drive.training.lightning import RolloutDataModule, WarpDriveModule  # noqa: E402
-from warp_drive.training.run import build  # noqa: E402
+from warp_drive.training.callbacks import Callback as RunCallback  # noqa: E402
+from warp_drive.training.checkpoint import RunLock  # noqa: E402
+from warp_drive.training.config import ConfigError, RunError, load_config  # noqa: E402
+from warp_drive.training.lightning import RolloutDataModule, WarpDriveCallbacks, WarpDriveModule  # noqa: E402
+from warp_drive.training.run import build, evaluate, train  # noqa: E402
 
 NUM_ENVS, ROLLOUT = 8, 16
 COMPARED = ("losses/", "charts/episodic_return/", "charts/episodes/", "charts/learning_rate/")
@@ -213,13 +215,114 @@ def test_without_lightning_the_import_error_says_what_to_install(monkeypatch):
         importlib.import_module("warp_drive.training.lightning")
 
 
+class Calls(RunCallback):
+    """A warp_drive callback that records which hook ran, at which iteration or step."""
+
+    def __init__(self, fail_at: int | None = None):
+        self.calls: list[tuple] = []
+        self.fail_at = fail_at
+
+    def on_train_start(self, loop):
+        self.calls.append(("start", loop.trainer.iteration, loop.resumed))
+
+    def on_iteration_end(self, loop, metrics):
+        self.calls.append(("iteration", loop.trainer.iteration, "charts/SPS" in metrics))
+        if loop.trainer.iteration == self.fail_at:
+            raise RuntimeError(f"stop at iteration {self.fail_at}")
+
+    def on_log(self, loop, metrics):
+        self.calls.append(("log", loop.global_step, sorted(metrics) == sorted(loop.local_metrics)))
+
+    def on_checkpoint(self, loop, state):
+        self.calls.append(("checkpoint", state["iteration"]))
+
+    def on_train_end(self, loop):
+        self.calls.append(("end", loop.elapsed > 0))
+
+    def on_exception(self, loop, error):
+        self.calls.append(("exception", str(error)))
+
+
+def run_config(tmp_path, iterations=3):
+    return config("cartpole", iterations, f"saving.basedir={tmp_path / 'runs'}", "saving.metrics_log_freq=1",
+                  "saving.model_params_save_freq=2")
+
+
+def csv_rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_warp_drive_callbacks_write_what_warp_drive_train_writes(tmp_path, capsys):
+    """The same callbacks, hooks and files from a Lightning fit as from ``warp-drive train``, with equal values."""
+    plain_calls, calls = Calls(), Calls()
+    plain_dir = train(run_config(tmp_path), progress=False, callbacks=[plain_calls])
+    run_dir = tmp_path / "lightning_run"
+    module = WarpDriveModule(run_config(tmp_path))
+    fit(module, tmp_path, callbacks=[WarpDriveCallbacks(calls, run_dir=run_dir)])
+
+    assert calls.calls == plain_calls.calls  # every hook, in the same order, at the same iterations and steps
+    assert [c[0] for c in calls.calls].count("checkpoint") == 2 and calls.calls[-1] == ("end", True)
+    for name in ("config.yaml", "provenance.yaml", "metrics.csv", "checkpoints/latest"):
+        assert (run_dir / name).exists(), name
+    assert (run_dir / "config.yaml").read_text() == (plain_dir / "config.yaml").read_text()
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == sorted(
+        p.name for p in (plain_dir / "checkpoints").iterdir())
+    plain_rows, rows = csv_rows(plain_dir / "metrics.csv"), csv_rows(run_dir / "metrics.csv")
+    assert list(rows[0]) == list(plain_rows[0]) and len(rows) == len(plain_rows) == 3
+    for plain, row in zip(plain_rows, rows):
+        for key in plain:
+            if key.startswith(COMPARED) or key == "global_step":
+                expected = float(plain[key]) if plain[key] else None
+                got = float(row[key]) if row[key] else None
+                assert got == (None if expected is None else pytest.approx(expected, rel=1e-6, abs=1e-9)), key
+    # warp-drive evaluate reads the Lightning run as it reads the plain one: the same policy, the same returns.
+    assert evaluate(str(run_dir), episodes=4)["returns"]["shared"] == pytest.approx(
+        evaluate(str(plain_dir), episodes=4)["returns"]["shared"], rel=1e-5)
+    assert capsys.readouterr().out.count("Mean return per agent over one full episode") == 2  # both summaries
+
+
+def test_warp_drive_callbacks_continue_a_resumed_fit_in_its_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    saver = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=2 * 16, save_top_k=-1)
+    fit(WarpDriveModule(run_config(tmp_path, 4)), tmp_path, enable_checkpointing=True,
+        callbacks=[saver, WarpDriveCallbacks(run_dir=run_dir)])
+    first = csv_rows(run_dir / "metrics.csv")
+    steps = [NUM_ENVS * ROLLOUT * i for i in (1, 2, 3, 4)]
+    assert [int(r["global_step"]) for r in first] == steps
+
+    with pytest.raises(RunError, match="exists and is not empty"):  # a fresh fit may not mix into it
+        fit(WarpDriveModule(run_config(tmp_path, 4)), tmp_path, callbacks=[WarpDriveCallbacks(run_dir=run_dir)])
+    calls = Calls()
+    fit(WarpDriveModule(run_config(tmp_path, 4)), tmp_path, ckpt_path=str(tmp_path / "ckpt" / "epoch=0-step=32.ckpt"),
+        callbacks=[WarpDriveCallbacks(calls, run_dir=run_dir)])
+    assert calls.calls[0] == ("start", 2, True)
+    again = csv_rows(run_dir / "metrics.csv")
+    assert [int(r["global_step"]) for r in again] == steps  # rows 3 and 4 replaced, not duplicated
+    for before, after in zip(first, again):
+        assert float(after["losses/value_loss/shared"]) == pytest.approx(float(before["losses/value_loss/shared"]),
+                                                                         rel=1e-6)
+
+
+def test_warp_drive_callbacks_hear_of_a_failure_and_free_the_run_directory(tmp_path):
+    run_dir, calls = tmp_path / "run", Calls(fail_at=2)
+    with pytest.raises(RuntimeError, match="stop at iteration 2"):
+        fit(WarpDriveModule(run_config(tmp_path)), tmp_path, callbacks=[WarpDriveCallbacks(calls, run_dir=run_dir)])
+    assert calls.calls[-1] == ("exception", "stop at iteration 2")
+    assert "end" not in [c[0] for c in calls.calls]
+    RunLock(run_dir).acquire().release()  # the lock was released
+    with pytest.raises(ConfigError, match="WarpDriveCallbacks argument 0: not a callback"):
+        WarpDriveCallbacks(Recorder())  # a Lightning callback goes to lightning.Trainer(callbacks=), not here
+
+
 DDP_SCRIPT = textwrap.dedent('''
     """Lightning DDP on 2 CPU processes, then the plain data-parallel Trainer in the same process group."""
     import hashlib, json, sys
     import lightning
     from lightning.pytorch.callbacks import Callback
     from warp_drive.training.config import load_config
-    from warp_drive.training.lightning import WarpDriveModule
+    from warp_drive.training.callbacks import CheckpointSaver, MetricsLogger
+    from warp_drive.training.lightning import WarpDriveCallbacks, WarpDriveModule
     from warp_drive.training.run import build
 
     OVERRIDES = {overrides!r}
@@ -238,7 +341,9 @@ DDP_SCRIPT = textwrap.dedent('''
     module = WarpDriveModule(load_config("cartpole", OVERRIDES))
     fit = lightning.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=1, logger=False,
                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                            log_every_n_steps=1, callbacks=[Rows()], default_root_dir=sys.argv[1])
+                            log_every_n_steps=1, default_root_dir=sys.argv[1],
+                            callbacks=[Rows(), WarpDriveCallbacks(MetricsLogger(), CheckpointSaver(), defaults=False,
+                                                                  run_dir=f"{{sys.argv[1]}}/run")])
     fit.fit(module)
     dist = module.warp_trainer.distributed
     plain, plain_rows = build(load_config("cartpole", OVERRIDES), dist), []
@@ -267,3 +372,11 @@ def test_ddp_on_two_cpu_processes_matches_the_plain_data_parallel_trainer(tmp_pa
     for rank in ranks:  # metrics aggregated over ranks, as warp-drive train --nproc 2 logs them
         assert_same_metrics(rank["plain_rows"], rank["rows"])
     assert ranks[0]["rows"][-1]["charts/env_steps"] == 2 * NUM_ENVS * ROLLOUT * 2
+    # warp_drive's own callbacks under Lightning DDP: rank 0 wrote the aggregated metrics and every rank's state.
+    written = csv_rows(tmp_path / "run" / "metrics.csv")
+    assert [int(r["global_step"]) for r in written] == [2 * NUM_ENVS * ROLLOUT * i for i in (1, 2)]
+    for row, logged in zip(written, ranks[0]["rows"]):
+        assert float(row["losses/value_loss/shared"]) == pytest.approx(logged["losses/value_loss/shared"], rel=1e-6)
+    from warp_drive.training.checkpoint import load_latest
+    _, state = load_latest(tmp_path / "run")
+    assert state["iteration"] == 2 and len(state["ranks"]) == 2

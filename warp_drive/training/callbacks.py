@@ -5,7 +5,8 @@ steps and the state at checkpoint steps; writing metrics, checkpoints, the
 progress bar, the before/after evaluation and summary, and the GIF are the
 callbacks below. Users add their own with ``run.train(config, callbacks=[...])``
 or ``warp-drive train --callback module:Class`` (a class built with no
-arguments).
+arguments); ``lightning.WarpDriveCallbacks`` runs the same callbacks in a
+``lightning.Trainer`` fit.
 
 Every rank of a distributed run calls every callback: a method that collects
 over ranks (``loop.dist``) must run on all of them; one that writes files
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
     from warp_drive.training.trainer import Trainer
 
 __all__ = ["Callback", "TrainingLoop", "ProgressBar", "MetricsLogger", "CheckpointSaver", "EpisodeRenderer",
-           "EvaluationSummary", "load_callback"]
+           "EvaluationSummary", "emit", "emit_exception", "check_callback",
+           "load_callback"]
 
 log = logging.getLogger("warp_drive")
 
@@ -234,6 +236,21 @@ class EpisodeRenderer(Callback):
             loop.artifacts["gif"] = render_episode(loop.trainer, loop.run_dir / self.filename)
 
 
+def emit(callbacks: list[Callback], method: str, loop: TrainingLoop, *args: Any) -> None:
+    """Call ``method`` of every callback in order (``warp-drive train``'s loop and the Lightning bridge)."""
+    for callback in callbacks:
+        getattr(callback, method)(loop, *args)
+
+
+def emit_exception(callbacks: list[Callback], loop: TrainingLoop, error: BaseException) -> None:
+    """``on_exception`` of every callback; one that fails is logged, not raised: ``error`` is the one to report."""
+    for callback in callbacks:
+        try:
+            callback.on_exception(loop, error)
+        except Exception:
+            log.exception("%s.on_exception failed", type(callback).__name__)
+
+
 def load_callback(spec: str) -> Callback:
     """A callback from ``module:Class`` (``--callback``): the class is imported and built with no arguments."""
     module_name, sep, attr = spec.partition(":")
@@ -248,10 +265,14 @@ def load_callback(spec: str) -> Callback:
         if not hasattr(target, part):
             raise ConfigError(f"--callback {spec}: {module_name} has no {attr}")
         target = getattr(target, part)
-    callback = target() if isinstance(target, type) else target
+    return check_callback(target() if isinstance(target, type) else target, f"--callback {spec}")
+
+
+def check_callback(callback: Any, what: str) -> Callback:
+    """``callback`` if it has every method of :class:`Callback`, else a ConfigError naming ``what`` and the fix."""
     missing = [m for m in ("on_train_start", "on_iteration_end", "on_log", "on_checkpoint", "on_train_end",
                            "on_exception") if not callable(getattr(callback, m, None))]
     if missing:
-        raise ConfigError(f"--callback {spec}: not a callback (no {', '.join(missing)}); subclass "
+        raise ConfigError(f"{what}: not a callback (no {', '.join(missing)}); subclass "
                           f"warp_drive.training.callbacks.Callback")
     return callback

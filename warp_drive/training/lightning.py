@@ -41,6 +41,11 @@ How the two training loops map onto each other, and why:
   the ``"warp_drive"`` key, so ``fit(..., ckpt_path=...)`` continues exactly
   where the run stopped; that entry also loads into a plain ``Trainer``
   (``build(config).load_state_dict(torch.load(path, weights_only=False)["warp_drive"])``).
+* **warp_drive's callbacks** (``callbacks.py``: metrics to CSV, TensorBoard
+  and W&B, provenance, checkpoints in warp_drive's format, the GIF, the
+  summary, and users' own) run in a fit through the Lightning callback
+  ``WarpDriveCallbacks``, with the same metric gathering (``run.gather_metrics``)
+  and checkpoint state (``run.checkpoint_state``) as ``warp-drive train``.
 * **Devices.** The env runs where Lightning trains: with ``backend: auto``
   the cpu executor under ``accelerator="cpu"`` and PyCUDA under
   ``accelerator="gpu"``; an explicit backend must keep its arrays where the
@@ -71,6 +76,7 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
@@ -79,7 +85,17 @@ from warp_drive.backends import backend_class
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.training import distributed
 from warp_drive.training.config import RunConfig
-from warp_drive.training.run import build, state_for_rank
+from warp_drive.training.callbacks import Callback, TrainingLoop, check_callback, emit, emit_exception
+from warp_drive.training.loggers import check_wandb
+from warp_drive.training.run import (
+    build,
+    checkpoint_state,
+    claim_run_dir,
+    default_callbacks,
+    due,
+    gather_metrics,
+    state_for_rank,
+)
 from warp_drive.training.trainer import Trainer
 
 _INSTALL_HINT = "pip install 'warp-drive[lightning]' (or pip install 'lightning>=2.2')"
@@ -215,6 +231,10 @@ class WarpDriveModule(pl.LightningModule):
             raise TypeError(f"WarpDriveModule takes a RunConfig (warp_drive.training.config.load_config) or a "
                             f"warp_drive Trainer; got {type(source).__name__}")
         self.automatic_optimization = False  # PPO: several optimizer steps per rollout
+        # The last batch's metrics (``Trainer.iterate()``'s), and when it was a log step (this rank's, the logged)
+        # ones after gathering episodes and ranks (else None): what WarpDriveCallbacks hands warp_drive's callbacks.
+        self.iteration_metrics: dict[str, float] = {}
+        self.log_step_metrics: tuple[dict[str, float], dict[str, float]] | None = None
         self.save_hyperparameters({"config": self.config.to_dict()})
 
     @staticmethod
@@ -394,49 +414,49 @@ class WarpDriveModule(pl.LightningModule):
         with self.trainer.strategy.block_backward_sync() if warp.distributed is not None else nullcontext():
             metrics = warp.update(optimizers=by_tag, backward=self.manual_backward)
         metrics = warp.end_iteration(metrics)
+        self.iteration_metrics, self.log_step_metrics = metrics, None
         if self.warpdrive_outputs:
             self._write_warpdrive_outputs(metrics)
-        if self._writes_logs_now():
-            self._log_metrics(metrics)
+        if self._writes_logs_now() or warp.iteration == warp.num_iterations:
+            self.log_step_metrics = self._log_metrics(metrics)
 
     def _write_warpdrive_outputs(self, metrics: dict[str, float]) -> None:
         """WarpDrive's module outputs, on the schedule of ``Trainer.train()``: the metrics block (printed when
         verbose) and ``results.json`` every ``metrics_log_freq`` iterations, the model files every
         ``model_params_save_freq``, both at the last iteration too."""
         warp, saving = self.warp_trainer, self.warp_trainer.config.saving
-        last = warp.iteration == warp.num_iterations
-        if warp.iteration % saving.metrics_log_freq == 0 or last:
+        if due(warp, saving.metrics_log_freq):
             # reset=False: the episodes stay counted for Lightning's own log of this batch.
             warp._log_warpdrive_metrics(warp, {**metrics, **warp.episode_metrics(reset=False)})
-        if warp.iteration % saving.model_params_save_freq == 0 or last:
+        if due(warp, saving.model_params_save_freq):
             warp._write_models()
 
     def _writes_logs_now(self) -> bool:
         """Whether Lightning writes this batch's metrics (every ``log_every_n_steps``-th batch).
 
-        Metrics are gathered only then, as ``warp-drive train`` does every
-        ``metrics_log_freq`` iterations: the episodic return averages every
-        episode that ended since the last write, and the ~25 ``self.log``
-        calls (about 0.5 ms each) are not paid on batches Lightning would drop.
+        Metrics are gathered only then (and at the run's last iteration), as
+        ``warp-drive train`` does every ``metrics_log_freq`` iterations: the
+        episodic return averages every episode that ended since the last write,
+        and the ~25 ``self.log`` calls (about 0.5 ms each) are not paid on
+        batches Lightning would drop.
         """
         connector = getattr(self.trainer, "_logger_connector", None)  # Lightning's own test for a log step
         return True if connector is None else bool(connector.should_update_logs)
 
-    def _log_metrics(self, metrics: dict[str, float]) -> None:
+    def _log_metrics(self, metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+        """Gather (``run.gather_metrics``: episodes, the mean over ranks) and log this batch's metrics; returns
+        (this rank's, the logged ones) for the ``WarpDriveCallbacks`` bridge's ``on_log``."""
         warp = self.warp_trainer
-        episodes = warp.episode_metrics()
-        if warp.distributed is not None:
-            metrics = warp.distributed.reduce_metrics(metrics)
-            episodes = warp.distributed.reduce_episode_metrics(episodes)
-        metrics.update(episodes)
-        metrics["charts/env_steps"] = float(warp.env_steps * self.trainer.world_size)
+        local, logged = gather_metrics(warp, metrics)
+        values = {**logged, "charts/env_steps": float(warp.env_steps * self.trainer.world_size)}
         # float64 tensors: Lightning would turn Python floats into float32 (env step counts above 2**24 would round).
-        values = {k: torch.tensor(v, dtype=torch.float64) for k, v in metrics.items()}
-        shown = {k: v for k, v in values.items() if k.startswith(PROGRESS_BAR_KEYS)}
-        rest = {k: v for k, v in values.items() if k not in shown}
+        tensors = {k: torch.tensor(v, dtype=torch.float64) for k, v in values.items()}
+        shown = {k: v for k, v in tensors.items() if k.startswith(PROGRESS_BAR_KEYS)}
+        rest = {k: v for k, v in tensors.items() if k not in shown}
         size = warp.batch_env_steps
         self.log_dict(shown, prog_bar=True, on_step=True, on_epoch=False, batch_size=size)
         self.log_dict(rest, on_step=True, on_epoch=False, batch_size=size)
+        return local, logged
 
     def on_train_epoch_end(self) -> None:
         warp = self.warp_trainer
@@ -475,6 +495,100 @@ class RolloutDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> RolloutLoader:
         return self.module.train_dataloader()
+
+
+class WarpDriveCallbacks(pl.Callback):
+    """warp_drive's training callbacks (``callbacks.py``) in a Lightning fit: the files ``warp-drive train`` writes.
+
+        module = WarpDriveModule(load_config("cartpole"))
+        lightning.Trainer(max_epochs=1, callbacks=[WarpDriveCallbacks()]).fit(module)
+
+    By default it runs ``warp-drive train``'s callbacks but its progress bar
+    (Lightning draws its own): ``config.yaml`` and ``provenance.yaml``, the
+    metrics to ``metrics.csv`` and TensorBoard (and W&B with ``track``),
+    checkpoints in warp_drive's format (``warp-drive evaluate RUN`` and
+    ``warp-drive train --resume RUN`` read them), ``episode.gif`` of envs that
+    draw themselves, and the before/after summary; then ``callbacks``, the same
+    :class:`~warp_drive.training.callbacks.Callback` objects as
+    ``run.train(callbacks=)`` and ``--callback`` take. ``defaults=False`` runs
+    ``callbacks`` alone.
+
+    They hear of the fit as of ``warp-drive train``'s loop, through the same
+    functions: ``on_iteration_end`` after every batch (a rollout and its
+    update); ``on_log`` on the batches Lightning writes logs on (every
+    ``log_every_n_steps``-th and the run's last: the counterpart of
+    ``saving.metrics_log_freq``) with exactly the metrics Lightning's loggers
+    get; ``on_checkpoint`` every ``saving.model_params_save_freq`` iterations
+    and at the last. Under DDP every rank runs them, with metrics and
+    checkpoint state gathered over ranks.
+
+    ``run_dir``: where the files go, by default a new
+    ``saving.basedir/name/tag/<timestamp>``. A resumed fit (``ckpt_path=``) may
+    continue in the directory of the run it resumes (its metric rows after
+    the checkpoint are replaced); a fresh fit refuses a directory holding files.
+    """
+
+    def __init__(self, *callbacks: Callback, run_dir: str | Path | None = None, defaults: bool = True,
+                 track: bool = False):
+        super().__init__()
+        self.callbacks = [check_callback(c, f"WarpDriveCallbacks argument {i}") for i, c in enumerate(callbacks)]
+        self.run_dir, self.defaults, self.track = run_dir, defaults, track
+        self.loop: TrainingLoop | None = None
+        self._running: list[Callback] = []
+        self._lock = None
+
+    @staticmethod
+    def _module(pl_module) -> WarpDriveModule:
+        if not isinstance(pl_module, WarpDriveModule):
+            raise TypeError(f"WarpDriveCallbacks runs warp_drive's callbacks around a WarpDriveModule; "
+                            f"got {type(pl_module).__name__}")
+        return pl_module
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        warp = self._module(pl_module).warp_trainer
+        if self.track:
+            check_wandb(warp.config.saving.wandb)  # before a run directory is made
+        dist, resuming, run_dir = warp.distributed, trainer.ckpt_path is not None, None
+        if dist is None or dist.is_main:  # one rank makes and holds the directory; the others are told where
+            run_dir, self._lock = claim_run_dir(warp.config, self.run_dir, resuming)
+        if dist is not None:
+            run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
+        self.loop = TrainingLoop(warp, warp.config, run_dir, dist, resumed=resuming, start_steps=warp.env_steps)
+        self._running = [*(default_callbacks(progress=False, track=self.track) if self.defaults else ()),
+                         *self.callbacks]
+        emit(self._running, "on_train_start", self.loop)
+        self.loop.started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        module, loop = self._module(pl_module), self.loop
+        emit(self._running, "on_iteration_end", loop, module.iteration_metrics)
+        if module.log_step_metrics is not None:
+            loop.local_metrics, logged = module.log_step_metrics
+            emit(self._running, "on_log", loop, logged)
+        if due(loop.trainer, loop.config.saving.model_params_save_freq):
+            emit(self._running, "on_checkpoint", loop, checkpoint_state(loop))
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.loop.elapsed = time.perf_counter() - self.loop.started
+        try:
+            emit(self._running, "on_train_end", self.loop)
+        finally:
+            self._release()
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        try:
+            if self.loop is not None:
+                emit_exception(self._running, self.loop, exception)
+        finally:
+            self._release()
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
 
 class CUDACallback(pl.Callback):

@@ -59,6 +59,8 @@ from warp_drive.training.callbacks import (
     MetricsLogger,
     ProgressBar,
     TrainingLoop,
+    emit,
+    emit_exception,
 )
 from warp_drive.training.loggers import check_wandb, wandb_enabled
 from warp_drive.training.metrics import format_summary
@@ -188,12 +190,37 @@ def write_run_config(run_dir: Path, config: RunConfig) -> None:
 
 
 def default_callbacks(progress: bool = True, track: bool = False, evaluate: bool = True) -> list[Callback]:
-    """The callbacks of ``warp-drive train``: progress bar, metrics (CSV, TensorBoard, W&B with ``track``),
-    checkpoints and, with ``evaluate``, the GIF and the before/after summary."""
-    callbacks: list[Callback] = [ProgressBar(progress), MetricsLogger(track=track), CheckpointSaver()]
+    """The callbacks of ``warp-drive train``: a progress bar (with ``progress``), metrics (CSV, TensorBoard,
+    W&B with ``track``), checkpoints and, with ``evaluate``, the GIF and the before/after summary."""
+    callbacks: list[Callback] = [ProgressBar()] if progress else []
+    callbacks += [MetricsLogger(track=track), CheckpointSaver()]
     if evaluate:
         callbacks += [EpisodeRenderer(), EvaluationSummary()]  # the GIF first: the summary names it
     return callbacks
+
+
+def claim_run_dir(config: RunConfig, run_dir: str | Path | None, resuming: bool) -> tuple[Path, RunLock]:
+    """The run directory of a trainer built elsewhere (the Lightning bridge), locked, with ``config.yaml``.
+
+    ``None`` makes a new timestamped one as ``warp-drive train`` does. A given
+    directory is created if absent; one that already holds files is continued
+    only when ``resuming`` (its metrics after the checkpoint are then replaced),
+    else refused: two runs' metrics and checkpoints in one place would be read
+    back as one run.
+    """
+    if run_dir is None:
+        path = new_run_dir(config)
+    else:
+        path = Path(run_dir)
+        if path.exists() and any(path.iterdir()) and not resuming:
+            raise RunError(f"run_dir {path} exists and is not empty; pick another directory, or resume that run "
+                           f"(fit(..., ckpt_path=...))")
+        path.mkdir(parents=True, exist_ok=True)
+    lock = RunLock(path).acquire()
+    if resuming:
+        remove_stale_temp_files(path, before=time.time())  # the lock excludes any live writer
+    write_run_config(path, config)
+    return path, lock
 
 
 def train_trainer(trainer: Trainer, run_dir: Path, callbacks: list[Callback], progress: bool = False) -> Path:
@@ -247,44 +274,49 @@ def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
         shapes = dist.gather_objects((trainer.batch_env_steps, trainer.num_iterations))
         assert len(set(shapes)) == 1, f"ranks disagree on (batch env steps, iterations): {shapes}"
 
-    def emit(method: str, *args) -> None:
-        for callback in callbacks:
-            getattr(callback, method)(loop, *args)
-
     try:
-        emit("on_train_start")
+        emit(callbacks, "on_train_start", loop)
         loop.started = time.perf_counter()
         while trainer.iteration < trainer.num_iterations:
             metrics = trainer.iterate()
-            emit("on_iteration_end", metrics)
-            last = trainer.iteration == trainer.num_iterations
-            if trainer.iteration % saving.metrics_log_freq == 0 or last:
-                emit("on_log", logged_metrics(loop, metrics))
-            if trainer.iteration % saving.model_params_save_freq == 0 or last:
-                emit("on_checkpoint", checkpoint_state(loop))
+            emit(callbacks, "on_iteration_end", loop, metrics)
+            if due(trainer, saving.metrics_log_freq):
+                emit(callbacks, "on_log", loop, logged_metrics(loop, metrics))
+            if due(trainer, saving.model_params_save_freq):
+                emit(callbacks, "on_checkpoint", loop, checkpoint_state(loop))
         loop.elapsed = time.perf_counter() - loop.started
-        emit("on_train_end")
+        emit(callbacks, "on_train_end", loop)
     except BaseException as error:
-        for callback in callbacks:
-            try:
-                callback.on_exception(loop, error)
-            except Exception:  # the original error is the one to report
-                log.exception("%s.on_exception failed", type(callback).__name__)
+        emit_exception(callbacks, loop, error)
         raise
     return loop.run_dir
 
 
+def due(trainer: Trainer, every: int) -> bool:
+    """Whether the iteration just ended is one of every ``every``-th, or the run's last (logs, checkpoints)."""
+    return trainer.iteration % every == 0 or trainer.iteration == trainer.num_iterations
+
+
 def logged_metrics(loop: TrainingLoop, metrics: dict[str, float]) -> dict[str, float]:
-    """The iteration's metrics plus the episodes ended since the last log, aggregated over ranks.
+    """``gather_metrics`` of the loop's trainer, keeping this rank's own in ``loop.local_metrics``."""
+    loop.local_metrics, merged = gather_metrics(loop.trainer, metrics)
+    return merged
+
+
+def gather_metrics(trainer: Trainer, metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """(this rank's, every rank's) metrics of a log step: the iteration's ``metrics`` plus the episodes ended
+    since the last log step, aggregated over ranks in a distributed run (a collective: every rank calls it).
 
     An episodic return is left out while no episode has ended (it would be NaN),
-    so loggers write an empty cell or no point rather than NaN."""
-    episodes = loop.trainer.episode_metrics()
-    loop.local_metrics = {**metrics, **episodes}
-    if loop.dist is not None:
-        metrics, episodes = loop.dist.reduce_metrics(metrics), loop.dist.reduce_episode_metrics(episodes)
+    so loggers write an empty cell or no point rather than NaN. ``warp-drive
+    train`` and the Lightning module both log what this returns."""
+    episodes = trainer.episode_metrics()
+    local = {**metrics, **episodes}
+    dist = trainer.distributed
+    if dist is not None:
+        metrics, episodes = dist.reduce_metrics(metrics), dist.reduce_episode_metrics(episodes)
     merged = {**metrics, **episodes}
-    return {k: v for k, v in merged.items() if not (k.startswith("charts/episodic_return/") and math.isnan(v))}
+    return local, {k: v for k, v in merged.items() if not (k.startswith("charts/episodic_return/") and math.isnan(v))}
 
 
 def checkpoint_state(loop: TrainingLoop) -> dict[str, Any]:
