@@ -95,6 +95,27 @@ def test_disabled_mode_refuses_to_step_an_ended_replica():
     venv.step([1, 1])  # accepted again
 
 
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
+def test_a_seeded_masked_reset_restarts_the_masked_replicas_alone(mode):
+    """``reset(seed=s, options={"reset_mask": m})``: the masked replicas start from states drawn from ``s``
+    alone (whatever came before), the others keep theirs, as Gymnasium's SyncVectorEnv does."""
+    mask = np.array([True, False, True, False])
+    restarted = []
+    for actions in ([0, 1, 0, 1], [1, 1, 0, 0]):  # two histories before the seeded reset
+        venv = _warp_cartpole(4, mode)
+        venv.reset(seed=1)
+        for _ in range(3):
+            before, *_ = venv.step(np.array(actions))
+        after, _ = venv.reset(seed=7, options={"reset_mask": mask})
+        np.testing.assert_array_equal(after[~mask], before[~mask])  # untouched
+        assert not np.array_equal(after[mask], before[mask])
+        assert np.all(np.abs(after[mask]) <= CARTPOLE_START)
+        restarted.append(after[mask])
+    np.testing.assert_array_equal(restarted[0], restarted[1])  # drawn from the seed, not from the history
+    fresh, _ = _warp_cartpole(4, mode).reset(seed=7)
+    np.testing.assert_array_equal(restarted[0], fresh[mask])  # the same starts as a full reset with that seed
+
+
 # ---------------------------------------------------------------- CartPole: ours vs Gymnasium's
 def _gymnasium_cartpole(num_envs, mode):
     return gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync",

@@ -355,12 +355,15 @@ class EnvWrapper:
             feed.add_pool_for_reset(target + POOL_SUFFIX, pool, target)
         self.data_manager.push_data_to_device(feed)
 
-    def reseed(self, seed: int) -> None:
-        """Restart the start-state randomness from ``seed`` and reset every replica.
+    def reseed(self, seed: int, reset: bool = True) -> None:
+        """Restart the start-state randomness from ``seed`` and (``reset``) reset every replica.
 
         Pools are redrawn in place (same shapes: the reset kernels' pointer
-        tables stay valid) and the reset counter restarts, so the state equals
-        that of a new ``EnvWrapper(..., seed=seed)``.
+        tables stay valid) and the reset counter restarts, so with ``reset``
+        the state equals that of a new ``EnvWrapper(..., seed=seed)``. Without
+        it the replicas keep their state and draw from the new randomness at
+        their next reset (a Gymnasium ``reset(seed=, options={"reset_mask":})``
+        resets the masked replicas alone right after).
         """
         self.seed = int(seed)
         dm = self.data_manager
@@ -379,7 +382,8 @@ class EnvWrapper:
                                        f"pool has {tuple(device_pool.shape)}")
                 device_pool.copy_(torch.from_numpy(host))
         self.env_resetter.init_reset_pool(seed=self.seed)
-        self._force_reset()
+        if reset:
+            self._force_reset()
 
     def _bind_step(self):
         """The step launch: its geometry comes from the env's thread layout, the

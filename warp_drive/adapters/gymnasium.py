@@ -14,7 +14,9 @@ string value; declared in ``metadata["autoreset_mode"]``), laid out exactly as
   False. ``infos`` is ``{}``. (On the device: the flagged replicas are reset
   before the launch, so the kernel never steps past an episode's end, and reset
   again after it, which discards the step their ignored action took; the masks
-  never leave the device.)
+  never leave the device.) Two reset launches per step mean a seeded NEXT_STEP
+  run draws other start states than a SAME_STEP run of the same seed, equally
+  reproducible.
 * **SAME_STEP**: what the device does when it trains. Right after the launch,
   the reset kernel restores the replicas that just ended, so the observation a
   step returns for them is already the first of their next episode, while
@@ -29,7 +31,10 @@ string value; declared in ``metadata["autoreset_mode"]``), laid out exactly as
   asserts the same); checking costs one host read of the flags per step.
 
 ``reset(options={"reset_mask": mask})`` resets only the masked replicas, in
-every mode; the others keep their state and any pending autoreset.
+every mode; the others keep their state and any pending autoreset. With a
+seed as well, the masked replicas restart from start states drawn from that
+seed and the others keep their state; as the replicas share one seed, their
+later restarts draw from it too (Gymnasium's sub-envs keep a generator each).
 
 With ``device_tensors=True`` the arrays are torch tensors on the executor's
 device (copies, since the device buffers are rewritten by the next launch) and
@@ -175,11 +180,10 @@ class GymnasiumVectorEnv(_SingleAgentView, VectorEnv):
         super().reset(seed=seed)
         w = self.wrapper
         mask = None if options is None else options.get("reset_mask")
-        if mask is None or seed is not None:
-            # a seed restarts every replica from it: a mask is then moot
-            if seed is not None:
-                w.reseed(seed)
-            else:
+        if seed is not None:  # one seed for every replica's start-state randomness
+            w.reseed(seed, reset=mask is None)
+        if mask is None:
+            if seed is None:
                 w.reset_all_envs()
         else:
             mask = self._device_mask(mask)
