@@ -130,19 +130,25 @@ def choice_trained(result, quick: bool) -> list[dict]:
     size the auto-scaler measured that fit: does its choice train at least as fast as each of them?
 
     The probes are short; this checks the choice against the thing it stands
-    for, each size's env steps/s the better of two runs. ``of the fastest
+    for, each size's env steps/s the best of three runs (two with ``quick``). ``of the fastest
     run`` below 1 by less than the runs' spread (a few %) is noise.
     """
     iterations = 5 if quick else 10
     sizes = sorted({p.num_envs for p in result.probes if p.fits})
-    # The better of two runs: another process taking the cores can only slow a run down (seen on a 2-core VM:
-    # a 2,048-env run at 35k env steps/s where the same run otherwise reads 68k).
-    runs = {n: max(training_run_sps(1, n, iterations, None) for _ in range(2)) for n in sizes}
+    # The best of three runs, taken in turns (every size, then every size again, ...) so that a slow spell of
+    # the machine falls on several sizes rather than on all the runs of one: another process taking the cores
+    # can only slow a run down (seen on a 2-core VM: a 2,048-env run at 35k env steps/s that otherwise reads 68k).
+    readings: dict[int, list[float]] = {n: [] for n in sizes}
+    for _ in range(2 if quick else 3):
+        for n in sizes:
+            readings[n].append(training_run_sps(1, n, iterations, None))
+    runs = {n: max(values) for n, values in readings.items()}
     fastest = max(runs.values())
     return [{"benchmark": "auto-scale check", "workload": f"{CONFIG} training", "backend": "cpu", "config": CONFIG,
              "processes": 1, "envs": n, "probe env steps/s": next(p.env_steps_per_s for p in result.probes
                                                                    if p.num_envs == n and p.fits),
-             "env steps/s": sps, "chosen": "yes" if n == result.num_envs else "",
+             "env steps/s": sps, "runs": " ".join(f"{v / 1000:.1f}k" for v in readings[n]),
+             "chosen": "yes" if n == result.num_envs else "",
              "of the fastest run": sps / fastest} for n, sps in runs.items()]
 
 
