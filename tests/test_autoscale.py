@@ -2,8 +2,8 @@
 
 The selection (doubling, the memory fit, the stopping rules, the refusal) is
 tested with an injected probe function that returns made-up throughput and
-memory curves; the real probes (spawned child processes on the cpu executor,
-their memory sampled by the parent) are tested on CartPole.
+memory curves; the real probes (child processes forked from a forkserver that
+imported torch, their memory sampled by the parent) are tested on CartPole.
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ import multiprocessing
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 import yaml
 
 from warp_drive.cli import main
 from warp_drive.training.autoscale import (
+    PROBE_PRELOAD,
     MemoryFit,
     Probe,
     ScaleError,
@@ -232,7 +234,7 @@ def test_a_real_probe_measures_and_one_over_the_budget_is_stopped_without_harm()
     config = cartpole("trainer.num_envs=64")
     probe = probe_config(config, "8GiB", probe_seconds=0.3)
     assert probe.fits and probe.env_steps_per_s > 0 and probe.device == "cpu"
-    # A fresh process with torch and the trainer imported; building the trainer and training adds to it.
+    # A process forked with torch and the trainer imported; building the trainer and training adds to it.
     assert 100 * MiB < probe.base_bytes < probe.peak_bytes < 2 * GiB
     budget = (probe.base_bytes + probe.peak_bytes) // 2
     stopped = probe_config(config, budget, probe_seconds=0.3)
@@ -272,6 +274,29 @@ def test_a_binding_budget_real_probes_choose_the_fastest_that_fits():
     assert max(p.num_envs for p in result.probes) < 16_384
     assert "does not fit" in result.stop_reason or "the memory fit" in result.stop_reason
     assert [line for line in lines if line.startswith("probe ")] == [p.describe() for p in result.probes]
+
+
+def test_the_probe_server_imports_torch_and_warp_drive_without_touching_cuda():
+    """Probes fork from a server that imported PROBE_PRELOAD: a CUDA call there would break every probe's CUDA."""
+    script = textwrap.dedent("""
+        import importlib, sys
+        import torch
+
+        def refuse(*args, **kwargs):
+            raise AssertionError("CUDA touched while importing the probe server's modules")
+
+        for name in ("is_available", "device_count", "init", "_lazy_init", "current_device",
+                     "get_device_properties", "set_device"):
+            setattr(torch.cuda, name, refuse)
+        for module in sys.argv[1:]:
+            importlib.import_module(module)
+        assert not torch.cuda.is_initialized()
+        assert not any(name.startswith("pycuda") for name in sys.modules), "PyCUDA imported by the probe server"
+        print("imported", *sys.argv[1:])
+    """)
+    done = subprocess.run([sys.executable, "-c", script, *PROBE_PRELOAD], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split() == ["imported", *PROBE_PRELOAD]
 
 
 # --------------------------------------------------------------------------- the command line
