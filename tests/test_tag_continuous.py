@@ -131,9 +131,10 @@ def test_kernel_matches_reference_with_more_agents_than_a_gpu_block(num_agents, 
 def test_phase_geometry_follows_the_executor():
     """The same kernel: one thread per env natively, the GPU's block GPU-shaped."""
     config = dict(num_taggers=2, num_runners=698, use_full_observation=False, num_other_agents_observed=4)
-    native = EnvWrapper(TagContinuous, 2, backend="cpu", env_config=config, seed=0)
+    # A small reset pool: its start observations (700 agents' nearest neighbours each) are computed on the host.
+    native = EnvWrapper(TagContinuous, 2, backend="cpu", env_config=config, seed=0, reset_pool_size=8)
     assert native._step.grid == (2, 1, 1) and native._step.block == (1, 1, 1)
-    shaped = EnvWrapper(TagContinuous, 2, backend="cpu-gpu", env_config=config, seed=0)
+    shaped = EnvWrapper(TagContinuous, 2, backend="cpu-gpu", env_config=config, seed=0, reset_pool_size=8)
     limit = shaped.function_manager.get_function("TagContinuousStep").resources.max_threads_per_block
     assert shaped._step.grid == (2, 1, 1) and shaped._step.block == (min(700, limit), 1, 1)
 
