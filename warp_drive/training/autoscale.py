@@ -57,7 +57,7 @@ does. A probe's resident memory counts the pages it uses, the imported
 modules' heap included; library pages that only the imports touched (~50 MiB
 of torch's shared libraries with its CPU build: file cache, shared and
 reclaimable) are the one part of a fresh process's resident size it leaves
-out. A
+out. The server is Python's own; it idles until the process ends. A
 probe that raises an error that is not about memory (a bug, a compile error)
 stops the search with that error; one killed by a signal (the OOM killer's
 SIGKILL) or past ``probe_timeout`` counts as not fitting. The env kernels are
