@@ -729,6 +729,30 @@ def test_flush_c_stdio_writes_out_what_c_buffered(tmp_path):
     assert out.read_text() == "from python, first\nfrom C 42\n"
 
 
+
+def test_synchronize_writes_python_output_out_before_the_driver_prints(tmp_path):
+    """The 580.x driver (H100) writes device printf output to file descriptor 1
+    *during* the wait, not into C's buffer. ``PyCudaBackend.synchronize`` must
+    write out what Python still buffers before it waits, or a line printed before
+    the launch lands after the kernel's output (the GPU test
+    ``test_device_printf_is_in_a_redirected_stdout_after_synchronize`` failed so).
+    Here torch's wait is replaced by what that driver does in it."""
+    out = tmp_path / "stdout.txt"
+    proc = _run_with_stdout_in(out, """\
+        import os, sys, types
+        from pathlib import Path
+        import torch
+        from warp_drive.backends.pycuda_backend import PyCudaBackend
+        out = Path(sys.argv[1])
+        torch.cuda.synchronize = lambda device=None: os.write(1, b"hello from block 0\\n")
+        print("before the launch")
+        PyCudaBackend.synchronize(types.SimpleNamespace(device="cuda:0"))
+        text = out.read_text()
+        assert text == "before the launch\\nhello from block 0\\n", repr(text)
+        sys.stderr.write("IN ORDER\\n")
+        """)
+    assert proc.returncode == 0 and "IN ORDER" in proc.stderr, proc.stderr
+
 # ---------------------------------------------------------------- on a GPU
 @pytest.fixture(scope="module")
 def backend():

@@ -305,12 +305,23 @@ def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path
 _c_fflush = None  # libc's fflush, looked up once
 
 
+def flush_python_stdio() -> None:
+    """Write out Python's ``sys.stdout`` and ``sys.stderr`` buffers."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: nothing to keep in order with
+            pass
+
+
 def flush_c_stdio() -> None:
     """Write out what C's stdio buffers hold: Python's ``sys.stdout``/``sys.stderr``
     first, then every C stream (``fflush(NULL)``).
 
-    At a synchronization the CUDA driver moves device ``printf`` output into the
-    C library's ``stdout``. When stdout is a terminal C flushes each line; when
+    At a synchronization the CUDA driver may move device ``printf`` output into
+    the C library's ``stdout`` (the 580.x driver writes it to the descriptor
+    directly). When stdout is a terminal C flushes each line; when
     it is a file or a pipe C holds it in its buffer until that fills or the
     process exits, so a reader of the file (or of Python's redirected stdout)
     sees nothing after ``synchronize()``. The cpu executor flushes after each
@@ -319,12 +330,7 @@ def flush_c_stdio() -> None:
     buffers share one file descriptor, so this keeps the file in that order.
     """
     global _c_fflush
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # a closed or broken stream: nothing to keep in order with
-            pass
+    flush_python_stdio()
     if _c_fflush is None:
         try:
             libc = ctypes.CDLL(None) if os.name != "nt" else ctypes.CDLL("ucrtbase")
@@ -680,7 +686,15 @@ class PyCudaBackend(Backend):
         raise KernelLaunchError(message)
 
     def synchronize(self) -> None:
-        """Wait for the device; then write out its ``printf`` output (see :func:`flush_c_stdio`)."""
+        """Wait for the device; then write out its ``printf`` output (see :func:`flush_c_stdio`).
+
+        Python's own buffers are written out *before* the wait as well: the
+        driver (seen with 580.x on an H100) writes device ``printf`` output
+        straight to the file descriptor during the wait, so a line Python
+        printed before the launch but still held in its buffer would land
+        after the kernel's output in a redirected stdout.
+        """
+        flush_python_stdio()
         try:
             torch.cuda.synchronize(self.device)
         except RuntimeError as exc:  # a device-side assert or fault in a kernel (or a torch op) surfaces here
