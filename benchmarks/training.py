@@ -35,12 +35,20 @@ WORKLOADS = [
 PHASES = ("inference", "sampling", "env_step", "reset", "update")
 
 
+def workload_config(config_name: str, num_envs: int, backend: str, iterations: int, extra: list[str]):
+    """The shipped config at ``num_envs``, with total_steps for exactly ``iterations`` + 1 (warm-up) iterations.
+
+    total_steps is set from the config's rollout length: the shipped value can
+    be less than one iteration at a GPU's env counts, which the config refuses.
+    """
+    rollout_length = load_config(config_name, extra).trainer.rollout_length
+    steps = num_envs * rollout_length * (iterations + 1)
+    return load_config(config_name, [f"trainer.num_envs={num_envs}", f"trainer.backend={backend}",
+                                     f"trainer.total_steps={steps}", *extra])
+
+
 def throughput(config_name: str, num_envs: int, backend: str, iterations: int, extra: list[str]) -> dict:
-    cfg = load_config(config_name, [f"trainer.num_envs={num_envs}", f"trainer.backend={backend}", *extra])
-    steps = cfg.trainer.num_envs * cfg.trainer.rollout_length * (iterations + 1)
-    cfg = load_config(config_name, [f"trainer.num_envs={num_envs}", f"trainer.backend={backend}",
-                                    f"trainer.total_steps={steps}", *extra])
-    trainer = build(cfg)
+    trainer = build(workload_config(config_name, num_envs, backend, iterations, extra))
     trainer.iterate()  # warm-up: first-touch allocations
     totals = dict.fromkeys(PHASES, 0.0)
     elapsed = 0.0

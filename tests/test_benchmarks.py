@@ -140,3 +140,17 @@ def test_ddpg_curve_smoke(tmp_path):
     assert all(-2000 < row["greedy return"] < 0 for row in rows)
     assert [int(r["env steps"]) for r in read_csv(tmp_path / "ddpg.csv")] == [0, 256, 512]
     assert (tmp_path / "ddpg_pendulum.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_training_workloads_are_valid_configs_at_every_env_count():
+    """Every (config, env count) ``benchmarks.training`` runs, the GPU's too, is a
+    config ``load_config`` accepts, with total_steps for the timed iterations.
+    (The GPU's 16,384 CartPole envs first failed on the device: the shipped
+    total_steps was less than one iteration there.)"""
+    from benchmarks import training
+
+    for _label, name, cpu_envs, gpu_envs, _target, extra in training.WORKLOADS:
+        for num_envs in (*cpu_envs, *gpu_envs):
+            cfg = training.workload_config(name, num_envs, "cpu", 3, extra)
+            assert cfg.trainer.num_envs == num_envs
+            assert cfg.trainer.total_steps == num_envs * cfg.trainer.rollout_length * 4
