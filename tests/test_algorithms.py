@@ -141,3 +141,61 @@ def test_explained_variance():
     target = torch.tensor([1.0, 2.0, 3.0, 4.0])
     assert explained_variance(target, target) == pytest.approx(1.0)
     assert explained_variance(torch.full((4,), 2.5), target) == pytest.approx(0.0)
+
+
+def count_host_reads(monkeypatch) -> dict:
+    """Count the ways a tensor's value reaches Python (each one is a host sync on a GPU)."""
+    reads = {"n": 0}
+    for name in ("tolist", "item", "__float__", "__bool__", "__int__", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            reads["n"] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return reads
+
+
+class UncheckedTinyPolicy(TinyPolicy):
+    """TinyPolicy without torch.distributions' argument checks, which read the
+    device themselves (the trainer's own ActionDistribution has none)."""
+
+    def forward(self, obs):
+        logits = self.pi(obs)
+        return Dist(torch.distributions.Categorical(logits=logits, validate_args=False)), self.v(obs).squeeze(-1)
+
+
+def test_the_update_reads_the_device_a_fixed_number_of_times_however_many_minibatches(monkeypatch):
+    """Metrics and the non-finite check come to the host once per update, not once
+    per minibatch: a read per minibatch makes the host wait for the GPU before it
+    can queue the next minibatch's kernels. 1 minibatch and 4 epochs x 8 minibatches
+    must read alike."""
+    model = UncheckedTinyPolicy()
+    batch = make_batch(model)
+    reads = count_host_reads(monkeypatch)
+    counts = []
+    for epochs, minibatches in ((1, 1), (4, 8)):
+        reads["n"] = 0
+        metrics = update(model, batch, num_epochs=epochs, num_minibatches=minibatches, lr=0.01)
+        assert metrics["updates"] == epochs * minibatches
+        counts.append(reads["n"])
+    assert counts[0] == counts[1], counts
+
+
+def test_the_deferred_metrics_are_the_means_of_every_minibatch():
+    """The one read at the end returns what a read per minibatch would: each
+    metric the mean over the minibatches (checked against the same update run
+    step by step here)."""
+    torch.manual_seed(0)
+    model, reference = TinyPolicy(), TinyPolicy()
+    reference.load_state_dict(model.state_dict())
+    batch = make_batch(model)
+    metrics = update(model, batch, num_epochs=1, num_minibatches=1, lr=0.0)
+    with torch.no_grad():
+        dist, value = reference(batch.obs)
+    entropy = dist.entropy().mean()
+    assert metrics["entropy"] == pytest.approx(float(entropy), rel=1e-6)
+    assert metrics["value_loss"] == pytest.approx(float(0.5 * ((value - batch.returns) ** 2).mean()), rel=1e-6)
+    two = update(model, batch, num_epochs=2, num_minibatches=1, lr=0.0)  # lr 0: both steps see the same model
+    assert two["updates"] == 2 and two["value_loss"] == pytest.approx(metrics["value_loss"], rel=1e-6)

@@ -30,8 +30,10 @@ from torch import nn
 
 class NonFiniteError(FloatingPointError):
     """A NaN or inf in a rollout (observations, rewards, values) or in an update
-    (loss, gradient norm): raised before the parameters are updated, so that a
-    single bad value cannot turn every weight into NaN."""
+    (loss, gradient norm). A rollout's is raised before the update; an update's
+    at its end (see :func:`policy_update`), and the trainer then puts back the
+    parameters and optimizer state from before the update, so that a single bad
+    value cannot turn every weight into NaN."""
 
 
 def compute_gae(
@@ -87,6 +89,28 @@ class Batch:
                                                         "returns")))
 
 
+METRIC_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm")
+
+
+def _raise_if_nonfinite(rows, *, first_step: int, vf_coef: float, entropy_coef: float,
+                        max_grad_norm: float | None) -> None:
+    """Raise :class:`NonFiniteError` for the first row (METRIC_NAMES, then the
+    loss; update step ``first_step`` onwards) whose loss or gradient norm is not finite."""
+    for step, row in enumerate(rows, start=first_step):
+        metrics = dict(zip(METRIC_NAMES, row[:6]))
+        loss = row[6]
+        if math.isfinite(loss) and math.isfinite(metrics["grad_norm"]):
+            continue
+        what = "loss" if not math.isfinite(loss) else "gradient norm"
+        raise NonFiniteError(
+            f"non-finite {what} in update step {step}: loss = {loss} (policy_loss "
+            f"{metrics['policy_loss']}, value_loss {metrics['value_loss']} x vf_coef {vf_coef}, "
+            f"entropy {metrics['entropy']} x entropy_coef {entropy_coef}), gradient norm "
+            f"{metrics['grad_norm']} (max_grad_norm {max_grad_norm}). Fix: lower vf_coef / the learning "
+            "rate, set max_grad_norm, or scale the rewards"
+        )
+
+
 def policy_update(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -120,13 +144,21 @@ def policy_update(
     (``training/lightning.py``) passes ``manual_backward`` and Lightning's
     wrapped optimizer, so its precision plugin, strategy and callbacks see
     every gradient step of this same update.
+
+    The metrics of every minibatch stay on the device until the end, where
+    they come to the host in one read; a non-finite loss or gradient norm
+    then raises :class:`NonFiniteError` naming its update step, *after* the
+    steps were taken: the caller puts the parameters back (the trainer keeps
+    a copy from before the update). With ``target_kl`` the early stop reads
+    each minibatch's KL anyway, and the check comes before each step.
     """
     ppo = algorithm == "PPO"
     n = len(batch)
     minibatch = max(1, n // num_minibatches)
-    sums: dict[str, float] = {}
+    rows: list[torch.Tensor] = []  # per minibatch: METRIC_NAMES, then the loss
     updates = 0
     stop = False
+    kl_stop = ppo and target_kl is not None
     for _ in range(num_epochs):
         order = torch.randperm(n, generator=generator).to(batch.obs.device) if num_minibatches > 1 \
             else torch.arange(n, device=batch.obs.device)
@@ -163,33 +195,27 @@ def policy_update(
             with torch.no_grad():
                 approx_kl = ((ratio - 1.0) - log_ratio).mean()
                 clipfrac = ((ratio - 1.0).abs() > clip_param).float().mean()
-                # One host sync per minibatch (as before: the metrics), now taken
-                # before the step so that a non-finite loss or gradient is
-                # refused before it reaches the parameters.
-                values_ = torch.stack([t.detach().float().reshape(()).to(loss.device) for t in (
-                    policy_loss, value_loss, entropy, approx_kl, clipfrac, torch.as_tensor(grad_norm), loss)]).tolist()
-            step_metrics = dict(zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "grad_norm"),
-                                    values_[:6]))
-            if not (math.isfinite(values_[6]) and math.isfinite(step_metrics["grad_norm"])):
-                what = "loss" if not math.isfinite(values_[6]) else "gradient norm"
-                raise NonFiniteError(
-                    f"non-finite {what} in update step {updates + 1}: loss = {values_[6]} (policy_loss "
-                    f"{step_metrics['policy_loss']}, value_loss {step_metrics['value_loss']} x vf_coef {vf_coef}, "
-                    f"entropy {step_metrics['entropy']} x entropy_coef {entropy_coef}), gradient norm "
-                    f"{step_metrics['grad_norm']} (max_grad_norm {max_grad_norm}). Fix: lower vf_coef / the learning "
-                    "rate, set max_grad_norm, or scale the rewards"
-                )
+                rows.append(torch.stack([t.detach().float().reshape(()).to(loss.device) for t in (
+                    policy_loss, value_loss, entropy, approx_kl, clipfrac, torch.as_tensor(grad_norm), loss)]))
+            if kl_stop:  # the early stop reads this minibatch's KL on the host anyway: check it before the step
+                row = rows[-1].tolist()
+                _raise_if_nonfinite([row], first_step=updates + 1, vf_coef=vf_coef, entropy_coef=entropy_coef,
+                                    max_grad_norm=max_grad_norm)
             optimizer.step()
-            for key, value_ in step_metrics.items():
-                sums[key] = sums.get(key, 0.0) + value_
             updates += 1
-            if ppo and target_kl is not None and reduce_mean is not None:
-                step_metrics["approx_kl"] = float(reduce_mean(approx_kl))
-            if ppo and target_kl is not None and step_metrics["approx_kl"] > target_kl:
-                stop = True
-                break
+            if kl_stop:
+                kl = float(reduce_mean(approx_kl)) if reduce_mean is not None else row[3]
+                if kl > target_kl:
+                    stop = True
+                    break
         if stop:
             break
+    # Every minibatch's metrics in one host read: a read per minibatch would
+    # make the host wait for the device before it could queue the next
+    # minibatch's kernels, leaving the GPU idle while Python launches them.
+    table = torch.stack(rows).tolist()
+    _raise_if_nonfinite(table, first_step=1, vf_coef=vf_coef, entropy_coef=entropy_coef, max_grad_norm=max_grad_norm)
+    sums = {key: sum(row[i] for row in table) for i, key in enumerate(METRIC_NAMES)}
     metrics = {key: total / updates for key, total in sums.items()}
     metrics["updates"] = float(updates)
     metrics["explained_variance"] = explained_variance(batch.values, batch.returns)

@@ -12,13 +12,15 @@ optimizer and a set of agents. One iteration:
    truncated episode's final observation is the bootstrap), then the A2C or
    PPO update of ``algorithms.policy_update``.
 
-A NaN or inf never reaches the parameters: once per iteration, before the
+A NaN or inf never stays in the parameters: once per iteration, before the
 update, one device reduction checks the rollout's observations, rewards and
-values, and every minibatch's loss and gradient norm are checked before its
-optimizer step (with the metrics' existing host sync). ``iterate()`` then
-raises :class:`NonFiniteError` naming the array, env, agent, step and
-iteration, with the parameters and optimizer state as they were before the
-update, so nothing bad is saved; ``on_nonfinite="skip"`` (or the config key
+values, and every minibatch's loss and gradient norm are checked when the
+update's metrics come to the host, in one read at its end (one read per
+minibatch would keep the GPU idle while the host queues the next one; with
+``target_kl`` each minibatch is read, and checked, before its step).
+``iterate()`` then raises :class:`NonFiniteError` naming the array, env, agent,
+step and iteration, with the parameters and optimizer state put back as they
+were before the update, so nothing bad is saved; ``on_nonfinite="skip"`` (or the config key
 ``trainer.on_nonfinite``) drops the update instead.
 
 A single seed makes a run reproducible on the cpu executor; checkpoints hold
