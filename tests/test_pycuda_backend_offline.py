@@ -35,6 +35,7 @@ import torch
 from warp_drive.backends import build_cache
 from warp_drive.backends import pycuda_backend as pb
 from warp_drive.backends.base import KernelBuildError, KernelLaunchError
+from warp_drive.backends.cubin import elf_sections, kernel_params
 from warp_drive.backends.signature import parse_symbols
 
 pytestmark = pytest.mark.slow  # nvcc builds of every kernel (the fast tier: pytest -m 'not slow')
@@ -47,21 +48,10 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (install th
 
 # ---------------------------------------------------------------- cubin (ELF) reading
 ET_REL, ET_EXEC = 1, 2
-EIATTR_KPARAM_INFO = 0x17
 
 
 def _elf_sections(data: bytes) -> dict[str, bytes]:
-    assert data[:4] == b"\x7fELF" and data[4] == 2, "not an ELF64 file"
-    e_shoff, = struct.unpack_from("<Q", data, 0x28)
-    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
-    strtab = headers[e_shstrndx]
-    names = data[strtab[4]:strtab[4] + strtab[5]]
-    out = {}
-    for name_off, _type, _flags, _addr, offset, size, *_ in headers:
-        name = names[name_off:names.index(b"\0", name_off)].decode()
-        out[name] = data[offset:offset + size]
-    return out
+    return elf_sections(data)
 
 
 def elf_type(data: bytes) -> int:
@@ -91,27 +81,12 @@ def elf_symbol_sizes(data: bytes) -> dict[str, int]:
 
 
 def kparam_info(data: bytes, kernel: str) -> list[tuple[int, int, int]]:
-    """(ordinal, offset, size) of the kernel's parameters as nvcc recorded them.
-
-    ``.nv.info.<kernel>`` is a list of attributes: format byte, attribute byte,
-    then for format 0x04 a 16-bit length and a payload, otherwise a 16-bit
-    value. KPARAM_INFO's payload: u32 index, u16 ordinal, u16 offset, u32 whose
-    bits 18..31 hold the size in bytes.
-    """
-    info = _elf_sections(data)[f".nv.info.{kernel}"]
-    params, pos = [], 0
-    while pos + 4 <= len(info):
-        fmt, attr, value = struct.unpack_from("<BBH", info, pos)
-        pos += 4
-        if fmt == 0x04:
-            payload = info[pos:pos + value]
-            pos += value
-            if attr == EIATTR_KPARAM_INFO:
-                _index, ordinal, offset, flags = struct.unpack_from("<IHHI", payload)
-                params.append((ordinal, offset, flags >> 18))
-        elif fmt not in (0x01, 0x02, 0x03):
-            raise AssertionError(f"unknown .nv.info format {fmt:#x}")
-    return sorted(params)
+    """(ordinal, offset, size) of the kernel's parameters as nvcc recorded them
+    (the product's reader; ``test_kernel_parameters_match_what_nvcc_compiled``
+    checks it against the layout the CUDA ABI gives)."""
+    params = kernel_params(data, kernel)
+    assert params is not None, f"no readable .nv.info.{kernel} section"
+    return params
 
 
 # ---------------------------------------------------------------- no PyCUDA, no GPU
@@ -451,7 +426,6 @@ class _FakeDriver:
         self.kernels = kernels  # name -> python implementation(args, grid, block)
         self.modules, self.functions, self.globals, self.calls = {}, {}, {}, []
         self.current = None
-        self.cuFuncGetParamInfo = self._param_info
 
     @staticmethod
     def _out(ref, value):
@@ -525,15 +499,6 @@ class _FakeDriver:
 
     def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, ref, function, threads, shared):
         self._out(ref, self.BLOCKS_PER_SM)
-        return 0
-
-    def _param_info(self, function, index, offset, size):
-        module, name = self.functions[function]
-        params = kparam_info(self.modules[module], name)
-        if index >= len(params):
-            return pb.CUDA_ERROR_INVALID_VALUE
-        self._out(offset, params[index][1])
-        self._out(size, params[index][2])
         return 0
 
     def _run(self, kind, function, gx, gy, gz, bx, by, bz, shared, stream, argv):
@@ -692,6 +657,19 @@ def test_gpu_code_paths_against_a_fake_driver(toolchain, cache, tmp_path, monkey
     mismatched.get_function("wd_test_axpy")
     with pytest.raises(KernelBuildError, match="parameter 0 'long long v' is 8 bytes .* but 4 bytes"):
         mismatched.get_function("wd_test_mismatch")
+    # A parameter only nvcc sees: found from the cubin's table, with no driver
+    # query past the kernel's last parameter (compute-sanitizer reports those).
+    extra = tmp_path / "extra_param.cu"
+    extra.write_text(textwrap.dedent("""\
+        #ifdef __CUDACC__
+        #define WD_TEST_EXTRA , int only_nvcc_sees_this
+        #else
+        #define WD_TEST_EXTRA
+        #endif
+        extern "C" __global__ void wd_test_mismatch(int* out WD_TEST_EXTRA) { out[0] = 1; }
+        """))
+    with pytest.raises(KernelBuildError, match="compiled with 2 parameters, but its source reads as .*[(]1;"):
+        backend.build([extra]).get_function("wd_test_mismatch")
 
     backend._release_context()
     assert _FakePyCudaDevice.context.pushed == 0
@@ -924,8 +902,6 @@ def test_framework_kernels_load(backend):
 
 @pytest.mark.gpu
 def test_signature_mismatch_between_host_and_nvcc_views_is_caught(backend, tmp_path):
-    if backend.driver.cuFuncGetParamInfo is None:
-        pytest.skip("driver older than CUDA 12.4: no cuFuncGetParamInfo")
     src = tmp_path / "mismatch.cu"
     src.write_text(textwrap.dedent("""\
         #ifdef __CUDACC__

@@ -57,6 +57,7 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ from warp_drive.backends.base import (
     as_dim3,
     check_geometry,
 )
+from warp_drive.backends.cubin import elf_sections, kernel_params
 from warp_drive.backends.resources import KernelResources
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
@@ -128,9 +130,7 @@ DRIVER_PROTOTYPES: dict[str, list] = {
                        _c_void_p, _c_void_p, _c_void_p],
     "cuLaunchCooperativeKernel": [_c_void_p, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint,
                                   _c_void_p, _c_void_p],
-    "cuFuncGetParamInfo": [_c_void_p, _c_size_t, _P(_c_size_t), _P(_c_size_t)],  # CUDA >= 12.4
 }
-OPTIONAL_DRIVER_FUNCTIONS = {"cuFuncGetParamInfo"}
 
 
 
@@ -151,7 +151,7 @@ def param_ctypes(signature: KernelSignature) -> list:
 def param_layout(signature: KernelSignature) -> list[tuple[int, int]]:
     """(offset, size) of each parameter in the device-side parameter buffer:
     every parameter is aligned to its own size (all are fundamental types or
-    pointers), which is what nvcc records and ``cuFuncGetParamInfo`` reports."""
+    pointers), which is what nvcc records in the cubin (:mod:`warp_drive.backends.cubin`)."""
     layout, offset = [], 0
     for ctype in param_ctypes(signature):
         size = ctypes.sizeof(ctype)
@@ -358,9 +358,6 @@ class _Driver:
             try:
                 fn = getattr(lib, fname)
             except AttributeError:
-                if fname in OPTIONAL_DRIVER_FUNCTIONS:
-                    setattr(self, fname, None)
-                    continue
                 raise RuntimeError(f"the CUDA driver has no {fname}; update the NVIDIA driver") from None
             fn.argtypes = argtypes
             fn.restype = ctypes.c_int
@@ -474,6 +471,10 @@ class PyCudaModule(Module):
         self.constants = symbols.constants
         handle = ctypes.c_void_p()
         image = cubin.read_bytes()
+        try:  # the compiled parameter tables, compared with each kernel's signature at its lookup
+            self._cubin_sections: dict[str, bytes] | None = elf_sections(image)
+        except (ValueError, struct.error):
+            self._cubin_sections = None
         code = backend._call(lambda: backend.driver.cuModuleLoadData(ctypes.byref(handle), image))
         if code != CUDA_SUCCESS:
             raise KernelBuildError(
@@ -497,39 +498,34 @@ class PyCudaModule(Module):
                 )
             backend._check(code, f"looking up kernel {name}")
             signature = self.signatures[name]
-            self._check_param_info(signature, function.value)
+            self._check_param_info(signature)
             self._kernels[name] = PyCudaKernel(self, signature, function.value)
         return self._kernels[name]
 
-    def _check_param_info(self, signature: KernelSignature, function: int) -> None:
-        """Compare the parsed signature with the parameters nvcc compiled
-        (``cuFuncGetParamInfo``, CUDA >= 12.4); raise only on a definite mismatch."""
-        query = self.backend.driver.cuFuncGetParamInfo
-        if query is None:
+    def _check_param_info(self, signature: KernelSignature) -> None:
+        """Compare the parsed signature with the parameters nvcc compiled, as
+        the cubin records them (:mod:`warp_drive.backends.cubin`); raise on a
+        mismatch, say nothing where the cubin's table cannot be read."""
+        if self._cubin_sections is None:
             return
-        offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+        compiled = kernel_params(self._cubin_sections, signature.name)
+        if compiled is None:
+            return
         expected = param_layout(signature)
-        for index, (_offset, want) in enumerate(expected):
-            code = query(function, index, ctypes.byref(offset), ctypes.byref(size))
-            if code == CUDA_ERROR_INVALID_VALUE and index > 0:
-                raise KernelBuildError(
-                    f"kernel {signature.name}: compiled with {index} parameters, but its source reads as "
-                    f"{signature.describe()} (different #if branches for nvcc and the host preprocessor?)"
-                )
-            if code != CUDA_SUCCESS:
-                return  # the query is not supported here; nothing to compare
-            if size.value != want:
+        if len(compiled) != len(expected):
+            raise KernelBuildError(
+                f"kernel {signature.name}: compiled with {len(compiled)} parameters, but its source reads as "
+                f"{signature.describe()} ({len(expected)}; different #if branches for nvcc and the host "
+                "preprocessor?)"
+            )
+        for index, ((_offset, want), (_ordinal, _compiled_offset, size)) in enumerate(zip(expected, compiled)):
+            if size != want:
                 param = signature.params[index]
                 raise KernelBuildError(
                     f"kernel {signature.name}: parameter {index} '{param.describe()}' is {want} bytes in the source "
-                    f"as preprocessed for the signature check but {size.value} bytes in the compiled kernel "
+                    f"as preprocessed for the signature check but {size} bytes in the compiled kernel "
                     "(different #if branches for nvcc and the host preprocessor?)"
                 )
-        if expected and query(function, len(expected), ctypes.byref(offset), ctypes.byref(size)) == CUDA_SUCCESS:
-            raise KernelBuildError(
-                f"kernel {signature.name}: compiled with more than {len(expected)} parameters, but its source reads "
-                f"as {signature.describe()}"
-            )
 
     def set_constant(self, name: str, value) -> None:
         backend = self.backend
