@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from warp_drive.backends.base import KernelLaunchError
+from warp_drive.backends.errors import KernelLaunchError
 from warp_drive.backends.signature import KernelSignature, Param
 
 _TORCH_TO_NUMPY = {

@@ -23,23 +23,11 @@ from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+from warp_drive.backends.errors import KernelBuildError, KernelLaunchError  # noqa: F401  (re-exported)
 from warp_drive.backends.signature import KernelSignature
 
 if TYPE_CHECKING:
     from warp_drive.backends.resources import KernelResources
-
-
-class KernelBuildError(RuntimeError):
-    """A kernel source failed to preprocess or compile.
-
-    The message carries the compiler's own output, which names the user's file
-    and line.
-    """
-
-
-class KernelLaunchError(RuntimeError):
-    """A launch was refused (bad arguments or geometry) or the kernel failed
-    while running (device assert, divergent barrier, ...)."""
 
 
 Dim3 = tuple[int, int, int]

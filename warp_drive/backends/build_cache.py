@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from warp_drive.backends.base import KernelBuildError
+from warp_drive.backends.errors import KernelBuildError
 
 if TYPE_CHECKING:
     import numpy as np

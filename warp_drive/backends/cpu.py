@@ -77,7 +77,8 @@ from warp_drive.backends.base import (
     as_dim3,
     check_geometry,
 )
-from warp_drive.backends.resources import DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, KernelResources
+from warp_drive.backends.nvcc import find_nvcc
+from warp_drive.backends.resources import DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, KernelResources, ptxas_resources
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
 CPU_DIR = build_cache.PACKAGE_CUDA_DIR / "cpu"
@@ -451,9 +452,6 @@ class GpuShapedCpuBackend(CpuBackend):
     def kernel_resources(self, module: CpuModule) -> dict[str, KernelResources]:
         """nvcc's resource report for the GPU build of the same sources; without
         nvcc, the device limit alone (registers unknown)."""
-        from warp_drive.backends.pycuda_backend import find_nvcc
-        from warp_drive.backends.resources import ptxas_resources
-
         if find_nvcc() is None:
             unknown = KernelResources(max_threads_per_block=MAX_THREADS_PER_BLOCK,
                                       source="nvcc not found: registers unknown, the device limit")

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Sequence
 
 from warp_drive.backends import build_cache
-from warp_drive.backends.base import KernelBuildError
+from warp_drive.backends.errors import KernelBuildError
+from warp_drive.backends.nvcc import NvccToolchain, plan_build
 
 DEFAULT_ARCH = "sm_90"  # H100 / H200, the GPUs this project is measured on
 MAX_THREADS_PER_BLOCK = 1024
@@ -103,8 +104,6 @@ def ptxas_resources(sources: Sequence[str | Path], include_dirs: Sequence[str | 
     """Each kernel's resources as nvcc builds ``sources`` for ``arch`` -- the pycuda
     executor's very build (same flags), with ``-Xptxas -v``. Cached by the same
     key as that build. Raises KernelBuildError when nvcc is missing."""
-    from warp_drive.backends.pycuda_backend import NvccToolchain, plan_build
-
     plan = plan_build(NvccToolchain.find(), arch, sources, include_dirs, defines)
     # Verified against its recorded hash like every cached product: an altered
     # or truncated report is rebuilt, never believed.
