@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TEST_EXTRAS := [dev,docs]
 
-.PHONY: setup test train docs clean distclean
+.PHONY: setup test test-fast train docs clean distclean
 
 # `make train` needs only the package and its runtime dependencies; `make test`
 # adds the [dev] and [docs] extras. Each install leaves a stamp in the venv.
@@ -34,8 +34,14 @@ $(VENV)/.installed: pyproject.toml | $(VPY)
 $(VENV)/.installed-dev: pyproject.toml | $(VPY)
 	$(call install,$(TEST_EXTRAS))
 
+# Everything (CI runs this), with the 25 slowest tests listed at the end.
 test: $(VENV)/.installed-dev
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q --durations=25
+
+# The day-to-day tier: no notebooks, learning runs, subprocess children or
+# nvcc/ASan builds (tests marked `slow`); about 1.5 minutes on 2 cores.
+test-fast: $(VENV)/.installed-dev
+	$(VPY) -m pytest -q -m "not slow"
 
 train: setup
 	$(VPY) -m warp_drive train --config tag_continuous_small

@@ -36,17 +36,16 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from warp_drive.data_feed import DataFeed
+from warp_drive.layouts import (  # noqa: F401  (re-exported: env classes name their layout from here)
+    AGENT_PHASES,
+    THREAD_LAYOUTS,
+    THREADS_PER_AGENT,
+    THREADS_PER_ENV,
+)
 
 TERMINATED = 1
 TRUNCATED = 2
 
-THREADS_PER_AGENT = "agents"  # grid (num_envs, blocks_per_env), one thread per agent
-THREADS_PER_ENV = "envs"  # flat grid, one thread per environment replica (single-agent envs)
-# One block per env; the step handles its agents with WD_FOR_EACH_AGENT
-# (warp_drive/agents.h), so the executor chooses how many threads run them:
-# one per agent up to the kernel's limit on a GPU, one per env on the cpu executor.
-AGENT_PHASES = "phases"
-THREAD_LAYOUTS = (THREADS_PER_AGENT, THREADS_PER_ENV, AGENT_PHASES)
 
 
 class Environment(abc.ABC):

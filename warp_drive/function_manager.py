@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 from warp_drive.backends import get_backend
 from warp_drive.backends.base import Backend, BoundLaunch, Kernel, KernelLaunchError, Module
 from warp_drive.backends.build_cache import KERNELS_DIR
-from warp_drive.environment import AGENT_PHASES, THREADS_PER_AGENT
+from warp_drive.layouts import AGENT_PHASES, THREADS_PER_AGENT
 
 CORE_SOURCES = [KERNELS_DIR / name for name in ("sampler.cu", "reset.cu", "log.cu")]
 

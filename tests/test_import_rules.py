@@ -1,0 +1,54 @@
+"""The import rules of pyproject.toml's [tool.importlinter] hold, and they bite.
+
+`lint-imports` checks the layers (runtime < services < env < training | adapters
+< cli), WarpDrive compatibility as a leaf that only its kept paths and the CLI
+import, and no cycles among any package's modules -- counting imports made
+inside functions. The second test plants a violation in a copy of the package
+and expects the check to fail, so a contract that silently matches nothing
+cannot pass for a rule.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    executable = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if executable is None:
+        pytest.fail("import-linter is missing: pip install -e '.[dev]'")
+    # The package is found on the path: the checkout's copy in `cwd`.
+    return subprocess.run([executable, "--no-cache"], cwd=cwd, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}, timeout=300)
+
+
+def test_the_import_contracts_are_kept():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize("module, planted, contract", [
+    # the runtime reaching up into the env layer, inside a function (a deferred import hides nothing)
+    ("data_manager.py", "def _planted():\n    from warp_drive import env_wrapper\n", "layers import downward"),
+    # a core module importing WarpDrive's compatibility layer
+    ("sampler.py", "def _planted():\n    import warp_drive.compat.managers\n", "compatibility is a leaf"),
+    # a new cycle: the backends' errors importing the interface that imports them
+    ("backends/errors.py", "def _planted():\n    from warp_drive.backends import base\n", "No import cycles"),
+])
+def test_a_planted_violation_breaks_its_contract(tmp_path, module, planted, contract):
+    shutil.copytree(ROOT / "warp_drive", tmp_path / "warp_drive", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    with (tmp_path / "warp_drive" / module).open("a") as handle:
+        handle.write("\n\n" + planted)
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0, result.stdout[-3000:]
+    broken = result.stdout.split("Broken contracts", 1)[-1]
+    assert contract in broken, result.stdout[-3000:]
