@@ -40,6 +40,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from warp_drive.training import config as ours
+from warp_drive.training.config import (
+    CONFIG_DIR,
+    ConfigError,
+    RunConfig,
+    apply_overrides,
+    parse_override,
+    parse_yaml,
+)
+
 # ----------------------------------------------------------------------------- WarpDrive's schema and defaults
 # warp_drive/training/run_configs/default_configs.yaml of WarpDrive 2.7.1, re-typed.
 WARPDRIVE_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -192,11 +202,13 @@ class Translation:
     source: str | None = None
 
     @property
-    def run_config(self):
-        from warp_drive.training.config import ConfigError, RunConfig
+    def run_config(self) -> "WarpDriveRunConfig":
+        """Our config, validated, carrying this translation (``warpdrive_translation``)."""
 
         try:
-            return RunConfig.from_dict(self.config, source=self.source)
+            config = WarpDriveRunConfig.from_dict(self.config, source=self.source)
+            config.warpdrive_translation = self
+            return config
         except ConfigError as exc:
             raise ConfigError([*exc.errors, "(this config was translated from a WarpDrive run config; "
                                             "the keys above are ours, see Translation.text())"],
@@ -223,8 +235,6 @@ def _merge(config: dict, defaults: Mapping) -> dict:
 
 
 def _our_fields(cls_name: str) -> set[str]:
-    from warp_drive.training import config as ours
-
     return {f.name for f in dataclasses.fields(getattr(ours, cls_name))}
 
 
@@ -238,7 +248,6 @@ def _unknown(path: str, key: str, warpdrive: Iterable[str], ours: Iterable[str])
 
 def load_warpdrive_config(source: Any) -> tuple[dict, str | None]:
     """``source`` as a dict: a mapping, a YAML file path, or YAML text; returns (dict, label)."""
-    from warp_drive.training.config import ConfigError, parse_yaml
 
     if isinstance(source, Mapping):
         return copy.deepcopy(dict(source)), None
@@ -277,10 +286,9 @@ def _override_is_warpdrive(parts: list[str]) -> bool:
 
 
 def _apply_warpdrive_overrides(data: dict, items: list[str]) -> None:
-    from warp_drive.training.config import ConfigError, _parse_override
 
     for item in items:
-        parts, value = _parse_override(item)
+        parts, value = parse_override(item)
         targets = [parts]
         if parts[0] == "policy" and len(parts) > 1 and parts[1] == "*":
             tags = list((data.get("policy") or {}))
@@ -334,14 +342,12 @@ def translate(source: Any, overrides: Iterable[str] = (), *, env_wrapper: Any = 
     (``Trainer(env_wrapper, config=...)``), so its name, episode length,
     number of envs and backend are the wrapper's.
     """
-    from warp_drive.training.config import ConfigError, apply_overrides
 
     data, file_label = load_warpdrive_config(source)
     label = label or file_label
     overrides = list(overrides)
-    from warp_drive.training.config import _parse_override
 
-    before = [o for o in overrides if _override_is_warpdrive(_parse_override(o)[0])]
+    before = [o for o in overrides if _override_is_warpdrive(parse_override(o)[0])]
     after = [o for o in overrides if o not in before]
     _apply_warpdrive_overrides(data, before)
     try:
@@ -527,7 +533,6 @@ def _check_int(value: Any, path: str) -> None:
 
 def _translate_env(name: Any, env_kwargs: dict, lines: list[str], warn: list[str]) -> tuple[str, dict, int]:
     from warp_drive.registry import get_env_class, registered_envs
-    from warp_drive.training.config import CONFIG_DIR, parse_yaml
 
     if not isinstance(name, str) or not name:
         raise _Error("name: required (WarpDrive's env id, e.g. tag_continuous)")
@@ -764,3 +769,37 @@ def scaled_overrides(chosen: Iterable[str], rollout_length: int) -> list[str]:
         if key.strip() == "trainer.num_envs":
             out.append(f"trainer.train_batch_size={int(value) * rollout_length}")
     return out
+
+
+# ----------------------------------------------------------------------------- the core's view
+class WarpDriveRunConfig(RunConfig):
+    """Our RunConfig, read from a WarpDrive run config: it carries the
+    translation (the CLI prints it) and has a run save it beside its
+    ``config.yaml`` as ``warpdrive_translation.txt``."""
+
+    warpdrive_translation: "Translation | None" = None  # a plain attribute, not a config field
+
+    def run_files(self) -> dict[str, str]:
+        translation = self.warpdrive_translation
+        return {} if translation is None else {"warpdrive_translation.txt": translation.text() + "\n"}
+
+
+class _WarpDriveDialect:
+    """WarpDrive 2.7's run-config format, as ``load_config`` sees it (entry point
+    ``warp_drive.config_dialects: warpdrive`` in pyproject.toml)."""
+
+    @staticmethod
+    def claims(data: Any) -> bool:
+        return is_warpdrive_config(data)
+
+    @staticmethod
+    def read(data: Any, overrides: Iterable[str], *, default_name: str | None = None,
+             label: str | None = None) -> WarpDriveRunConfig:
+        return translate(data, overrides, default_name=default_name, label=label).run_config
+
+    @staticmethod
+    def key_hint(path: str, key: Any) -> str | None:
+        return warpdrive_key_hint(path, key)
+
+
+DIALECT = _WarpDriveDialect()

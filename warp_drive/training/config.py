@@ -39,9 +39,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import math
 import re
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -531,6 +533,12 @@ class RunConfig:
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
+    def run_files(self) -> dict[str, str]:
+        """Files a run writes beside its ``config.yaml``: none here; a config
+        read from another format (a subclass of its dialect's) records how it
+        was translated."""
+        return {}
+
     @staticmethod
     def _check(built: dict, raw: Mapping, path: str, errors: list[str]) -> None:
         for key in ("name", "env", "policy"):
@@ -567,13 +575,13 @@ def _join(path: str, key: Any) -> str:
 
 def _unknown_key_message(path: str, key: Any, valid: Iterable[str]) -> str:
     valid = list(valid)
-    # A WarpDrive 2.7 key (num_episodes, vf_loss_coeff, ...) is named as such, with what it is here: its
-    # nearest spelling among ours (num_episodes -> num_envs) would point at the wrong key.
-    from warp_drive.compat.run_config import warpdrive_key_hint
-
-    warpdrive = warpdrive_key_hint(path, key)
-    if warpdrive is not None:
-        return f"{_join(path, key)}: unknown key; {warpdrive}"
+    # A key of another config format (WarpDrive 2.7's num_episodes, vf_loss_coeff, ...) is named as such by
+    # its dialect, with what it is here: its nearest spelling among ours (num_episodes -> num_envs) would point
+    # at the wrong key.
+    for dialect in config_dialects():
+        hint = dialect.key_hint(path, key)
+        if hint is not None:
+            return f"{_join(path, key)}: unknown key; {hint}"
     close = difflib.get_close_matches(str(key), valid, n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return f"{_join(path, key)}: unknown key; {hint}valid keys here: {', '.join(valid)}"
@@ -639,7 +647,7 @@ def _build_policies(cls: type, raw: Any, path: str, errors: list[str]) -> dict |
 
 
 # --------------------------------------------------------------------------- overrides
-def _parse_override(item: str) -> tuple[list[str], Any]:
+def parse_override(item: str) -> tuple[list[str], Any]:
     key, sep, text = item.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -709,7 +717,7 @@ def apply_overrides(data: Mapping, overrides: Iterable[str]) -> dict:
     """
     out = copy.deepcopy(dict(data))
     for item in overrides:
-        parts, value = _parse_override(item)
+        parts, value = parse_override(item)
         _set_path(out, parts, value, RunConfig, [], item)
     return out
 
@@ -738,6 +746,24 @@ def config_path(name_or_path: str | Path) -> Path:
     raise ConfigError(f"config file {text} does not exist")
 
 
+CONFIG_DIALECT_GROUP = "warp_drive.config_dialects"
+
+
+@functools.lru_cache(maxsize=None)
+def config_dialects() -> tuple:
+    """Readers of run configs written in another format, plugged in through
+    the entry-point group ``warp_drive.config_dialects`` (as envs plug into
+    ``warp_drive.envs``), so that this module knows no format but its own.
+    This package registers WarpDrive 2.7's (``warp_drive.compat.run_config:DIALECT``).
+
+    A dialect has ``claims(data) -> bool`` (parsed YAML is in its format),
+    ``read(data, overrides, default_name=, label=) -> RunConfig`` and
+    ``key_hint(path, key) -> str | None`` (a sentence for a key of its format
+    found in one of ours).
+    """
+    return tuple(ep.load() for ep in entry_points(group=CONFIG_DIALECT_GROUP))
+
+
 def load_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -> RunConfig:
     """Read a shipped config by name (``"cartpole"``) or a YAML file by path, apply ``--set`` overrides, validate.
 
@@ -754,17 +780,9 @@ def load_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -> RunC
         raise ConfigError(f"{path}: the top level must be a mapping (name, env, trainer, policy, saving), "
                           f"{_got(data)}")
     data = dict(data)
-    from warp_drive.compat.run_config import is_warpdrive_config
-
-    if is_warpdrive_config(data):
-        # WarpDrive 2.7's format: translated key by key; the record rides on the config (the CLI prints it,
-        # a run saves it beside config.yaml).
-        from warp_drive.compat.run_config import translate
-
-        translation = translate(data, overrides, default_name=path.stem, label=str(path))
-        config = translation.run_config
-        config.warpdrive_translation = translation
-        return config
+    for dialect in config_dialects():
+        if dialect.claims(data):  # another format (WarpDrive 2.7's): its dialect translates it
+            return dialect.read(data, overrides, default_name=path.stem, label=str(path))
     data.setdefault("name", path.stem)
     data = apply_overrides(data, overrides)
     return RunConfig.from_dict(data, source=str(path))

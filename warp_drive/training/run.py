@@ -182,11 +182,11 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def write_run_config(run_dir: Path, config: RunConfig) -> None:
-    """``config.yaml``, and for a translated WarpDrive run config the translation beside it."""
+    """``config.yaml``, and beside it the config's own :meth:`~RunConfig.run_files` (a translated
+    WarpDrive run config: the translation)."""
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-    translation = getattr(config, "warpdrive_translation", None)
-    if translation is not None:
-        (run_dir / "warpdrive_translation.txt").write_text(translation.text() + "\n")
+    for name, text in config.run_files().items():
+        (run_dir / name).write_text(text)
 
 
 def default_callbacks(progress: bool = True, track: bool = False, evaluate: bool = True) -> list[Callback]:

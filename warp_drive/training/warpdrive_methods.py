@@ -418,7 +418,5 @@ def as_run_config(config: Any, env_wrapper: EnvWrapper):
 
     if is_warpdrive_config(config) or "env" not in config:
         translation = translate(config, env_wrapper=env_wrapper)
-        run_config = translation.run_config
-        run_config.warpdrive_translation = translation
-        return run_config, translation
+        return translation.run_config, translation
     return RunConfig.from_dict(config), None
