@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from warp_drive.training.config import ConfigError
+from warp_drive.training.metrics import format_summary
 
 if TYPE_CHECKING:
     from warp_drive.training.config import RunConfig
@@ -211,8 +212,6 @@ class EvaluationSummary(Callback):
     def on_train_end(self, loop: TrainingLoop) -> None:
         after = self._mean_returns(loop)
         if loop.is_main:
-            from warp_drive.training.run import summary
-
             print(summary(loop.config, loop.trainer, loop.elapsed, self.before, after, loop.artifacts.get("gif"),
                           loop.world_size, start_steps=loop.start_steps))
 
@@ -230,10 +229,51 @@ class EpisodeRenderer(Callback):
         self.filename = filename
 
     def on_train_end(self, loop: TrainingLoop) -> None:
-        from warp_drive.training.run import can_render, render_episode
-
         if loop.is_main and can_render(loop.trainer):
             loop.artifacts["gif"] = render_episode(loop.trainer, loop.run_dir / self.filename)
+
+
+# ---------------------------------------------------------------- what the callbacks above print and draw
+def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, start_steps: int = 0) -> str:
+    """The end-of-run table. Speed counts only this session's env steps (``start_steps`` is where a resume began):
+    all of a resumed run's steps over this session's seconds reported a meaningless rate."""
+    rows = [{"policy": tag,
+             "trained": "yes" if config.policy[tag].to_train else "no",
+             "episode return before training": (before or {}).get(tag, float("nan")),
+             "after training": after[tag]}
+            for tag in trainer.policies]
+    steps = trainer.env_steps * world_size
+    session = (trainer.env_steps - start_steps) * world_size
+    ranks = f" x {world_size} processes" if world_size > 1 else ""
+    if session == 0:
+        speed = (f"; nothing to do: the run has reached trainer.total_steps ({config.trainer.total_steps:,}); "
+                 f"resume with --set trainer.total_steps=N to train further")
+    else:
+        speed = (f"in {elapsed:.1f} s ({session:,} env steps this session, "
+                 f"{session / max(elapsed, 1e-9):,.0f} env steps/s)")
+    lines = [
+        "",
+        f"Trained {config.env.name} on the {trainer.env.backend.name} backend: {steps:,} env steps "
+        f"({trainer.iteration} iterations of {trainer.num_envs} envs{ranks} x {trainer.rollout_length} steps) "
+        + speed,
+        "Mean return per agent over one full episode in every env, actions sampled from the policy:",
+        format_summary(rows),
+    ]
+    if gif is not None:
+        lines.append(f"episode of the trained policies: {gif}")
+    return "\n".join(lines)
+
+
+def can_render(trainer: "Trainer") -> bool:
+    """Whether the trainer's env draws itself (``Environment.render_arrays``)."""
+    return bool(getattr(trainer.env.env, "render_arrays", ()))
+
+
+def render_episode(trainer: "Trainer", out: Path, greedy: bool = False) -> Path:
+    """A GIF of one episode of env 0 with the current policies, drawn by the env's own ``render``."""
+    env = trainer.env.env
+    episode = trainer.run_episodes(greedy=greedy, record=tuple(env.render_arrays))
+    return Path(env.render(episode["frames"], out))
 
 
 def emit(callbacks: list[Callback], method: str, loop: TrainingLoop, *args: Any) -> None:

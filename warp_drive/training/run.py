@@ -59,11 +59,13 @@ from warp_drive.training.callbacks import (
     MetricsLogger,
     ProgressBar,
     TrainingLoop,
+    can_render,
     emit,
     emit_exception,
+    render_episode,  # noqa: F401  (re-exported: run.render_episode, as before)
+    summary,  # noqa: F401  (re-exported: run.summary, as before)
 )
 from warp_drive.training.loggers import check_wandb, wandb_enabled
-from warp_drive.training.metrics import format_summary
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.trainer import Trainer
 
@@ -342,48 +344,6 @@ def state_for_rank(state: dict, dist: Distributed | None, source: Path) -> dict:
         raise ValueError(f"{source} was saved by a run of {saved} process(es); resume it with the same number "
                          f"(--nproc {saved}), or load its 'models' into a new run")
     return state if ranks is None else {**state, **ranks[rank]}
-
-
-def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, start_steps: int = 0) -> str:
-    """The end-of-run table. Speed counts only this session's env steps (``start_steps`` is where a resume began):
-    all of a resumed run's steps over this session's seconds reported a meaningless rate."""
-    rows = [{"policy": tag,
-             "trained": "yes" if config.policy[tag].to_train else "no",
-             "episode return before training": (before or {}).get(tag, float("nan")),
-             "after training": after[tag]}
-            for tag in trainer.policies]
-    steps = trainer.env_steps * world_size
-    session = (trainer.env_steps - start_steps) * world_size
-    ranks = f" x {world_size} processes" if world_size > 1 else ""
-    if session == 0:
-        speed = (f"; nothing to do: the run has reached trainer.total_steps ({config.trainer.total_steps:,}); "
-                 f"resume with --set trainer.total_steps=N to train further")
-    else:
-        speed = (f"in {elapsed:.1f} s ({session:,} env steps this session, "
-                 f"{session / max(elapsed, 1e-9):,.0f} env steps/s)")
-    lines = [
-        "",
-        f"Trained {config.env.name} on the {trainer.env.backend.name} backend: {steps:,} env steps "
-        f"({trainer.iteration} iterations of {trainer.num_envs} envs{ranks} x {trainer.rollout_length} steps) "
-        + speed,
-        "Mean return per agent over one full episode in every env, actions sampled from the policy:",
-        format_summary(rows),
-    ]
-    if gif is not None:
-        lines.append(f"episode of the trained policies: {gif}")
-    return "\n".join(lines)
-
-
-def can_render(trainer: Trainer) -> bool:
-    """Whether the trainer's env draws itself (``Environment.render_arrays``)."""
-    return bool(getattr(trainer.env.env, "render_arrays", ()))
-
-
-def render_episode(trainer: Trainer, out: Path, greedy: bool = False) -> Path:
-    """A GIF of one episode of env 0 with the current policies, drawn by the env's own ``render``."""
-    env = trainer.env.env
-    episode = trainer.run_episodes(greedy=greedy, record=tuple(env.render_arrays))
-    return Path(env.render(episode["frames"], out))
 
 
 def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy: bool = True,
