@@ -52,3 +52,37 @@ def test_a_planted_violation_breaks_its_contract(tmp_path, module, planted, cont
     assert result.returncode != 0, result.stdout[-3000:]
     broken = result.stdout.split("Broken contracts", 1)[-1]
     assert contract in broken, result.stdout[-3000:]
+
+
+MAX_DEFERRED_IMPORTS = 10
+
+
+def deferred_imports() -> list[tuple[str, int, str, str]]:
+    """(file, line, statement, its comment) of every import of the package's own
+    modules made inside a function; the comment is on the line or the line above."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "warp_drive").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for sub in ast.walk(node):
+                own = (isinstance(sub, ast.ImportFrom) and (sub.module or "").startswith("warp_drive")) or (
+                    isinstance(sub, ast.Import) and any(a.name.startswith("warp_drive") for a in sub.names))
+                if own:
+                    line, above = lines[sub.lineno - 1], lines[sub.lineno - 2].strip()
+                    comment = line.split("#", 1)[1] if "#" in line else (above[1:] if above.startswith("#") else "")
+                    found.append((str(path.relative_to(ROOT)), sub.lineno, ast.unparse(sub), comment.strip()))
+    return sorted(set(found))
+
+
+def test_deferred_imports_are_few_and_say_why():
+    """An import inside a function hides a dependency from a reader (and, before
+    grimp, from the cycle check): at most a few, each with a comment saying why --
+    the training stack deferred for a light start, or a named debt to pay."""
+    found = deferred_imports()
+    silent = [f"{path}:{line}: {text}" for path, line, text, comment in found if not comment]
+    assert not silent, "deferred imports without a comment saying why:\n" + "\n".join(silent)
+    assert len(found) <= MAX_DEFERRED_IMPORTS, "\n".join(f"{p}:{n}: {t}" for p, n, t, _ in found)

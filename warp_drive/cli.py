@@ -26,13 +26,19 @@ import sys
 from typing import Sequence
 
 from warp_drive import __version__
+from warp_drive.backends import get_backend
+from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV, scaled_overrides
+from warp_drive.registry import registered_envs
 from warp_drive.training.autoscale import ScaleError, auto_scale
+from warp_drive.training.checkpoint import resolve_run_dir
 from warp_drive.training.config import (
     BACKENDS,
     CONFIG_DIR,
     RESUMABLE_KEYS,
     ConfigError,
+    RunConfig,
     RunError,
+    apply_overrides,
     available_configs,
     check_env,
     load_config,
@@ -225,8 +231,6 @@ def resolve_env_flag(args: argparse.Namespace) -> None:
     """WarpDrive's ``-e NAME``: sets ``args.config`` (and prepends the overrides that name needs)."""
     from pathlib import Path
 
-    from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV
-
     name = args.env
     if Path(name).expanduser().is_file() or name.endswith((".yaml", ".yml")):
         args.config = name
@@ -264,7 +268,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.auto_scale:
         chosen = auto_scale_sizes(args, config)
         if translation is not None:  # the batch of a WarpDrive config is over all envs: keep steps per env
-            from warp_drive.compat.run_config import scaled_overrides
 
             chosen = scaled_overrides(chosen, config.trainer.rollout_length)
         args.overrides = [*args.overrides, *chosen]  # after the user's, so they win; --nproc workers get them too
@@ -285,8 +288,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if os.getppid() != parent:  # the agent died before prctl took effect
             return EXIT_INTERRUPTED
 
-    from warp_drive.training import run  # torch, executors: only now
-    from warp_drive.training.callbacks import load_callback
+    from warp_drive.training import run  # deferred: the training stack, for the commands that train
+    from warp_drive.training.callbacks import load_callback  # deferred: with the training stack above
 
     callbacks = [load_callback(spec) for spec in args.callbacks]
     if "LOCAL_RANK" not in os.environ:  # a torchrun worker binds its GPU first (distributed.init), then starts it
@@ -303,8 +306,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 def check_backend(name: str) -> None:
     """Start the executor now, so a missing PyCUDA or GPU is one error line naming the fix, not a traceback
     from deep inside the trainer."""
-    from warp_drive.backends import get_backend
-
     try:
         get_backend(name)
     except RuntimeError as exc:  # the backend's message says what is missing and how to get it
@@ -320,9 +321,6 @@ def resume_config(args: argparse.Namespace):
     than the one the run was started from, a ``--backend`` other than its
     backend, and ``--set`` of a key outside ``RESUMABLE_KEYS``.
     """
-    from warp_drive.training.checkpoint import resolve_run_dir
-    from warp_drive.training.config import RunConfig, apply_overrides
-
     if args.auto_scale:
         raise ConfigError("--auto-scale chooses the sizes of a new run; a resumed run keeps its own "
                           "(drop --auto-scale or --resume)")
@@ -466,7 +464,7 @@ def die_with_parent(signum: int = signal.SIGTERM) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from warp_drive.training import run
+    from warp_drive.training import run  # deferred: the training stack, for the commands that train
 
     if args.backend is not None:
         check_backend(args.backend)
@@ -514,8 +512,6 @@ def cmd_configs(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from warp_drive.registry import registered_envs
-
     for name in registered_envs():
         print(name)
     return 0

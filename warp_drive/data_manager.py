@@ -32,6 +32,7 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
+from warp_drive.backends import get_backend
 from warp_drive.data_feed import (
     FLAG_ATTRIBUTES,
     SUPPORTED_DTYPES,
@@ -693,6 +694,5 @@ def _resolve_backend(backend: Any) -> Any:
     (a ``Backend`` or a stand-in) is used as it is."""
     if hasattr(backend, "device"):
         return backend
-    from warp_drive.backends import get_backend
 
     return get_backend(backend)

@@ -89,6 +89,7 @@ def make_env(env: Any, env_config: dict | None = None, env_registrar: Any = None
         if env_config:
             raise ValueError("env_config applies when the environment is given as a class or a name, not an instance")
         return env
+    # debt (structure issue): WarpDrive's env classes, to move into compat/
     from warp_drive.compat.envs import as_environment, is_warpdrive_env
 
     if is_warpdrive_env(env) or (isinstance(env, type) and hasattr(env, "get_data_dictionary")):

@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from warp_drive.env_wrapper import EnvWrapper, make_env
+
 _EXPORTS = {
     "PettingZooParallelEnv": "warp_drive.adapters.pettingzoo",
     "GymnasiumVectorEnv": "warp_drive.adapters.gymnasium",
@@ -60,8 +62,6 @@ def build_wrapper(env: Any, num_envs: int, backend: Any, seed: int | None, env_c
     ``single_agent`` the environment must have exactly one agent; this is
     checked on the instance, before any kernel is built.
     """
-    from warp_drive.env_wrapper import EnvWrapper, make_env
-
     if isinstance(env, EnvWrapper):
         if env_config:
             raise ValueError(f"{adapter}: env_config does not apply to an existing EnvWrapper")

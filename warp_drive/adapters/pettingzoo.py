@@ -60,6 +60,8 @@ from warp_drive.adapters import (
     to_host,
 )
 from warp_drive.environment import TERMINATED, TRUNCATED
+from warp_drive.registry import get_env_class
+from warp_drive.sampler import random_seed
 
 # Per-agent in-game flags, (num_envs, num_agents): an agent whose flag is 0 has left the episode.
 ACTIVE_FLAGS = "still_in_the_game"
@@ -93,8 +95,6 @@ def _seeded_construction(env: Any, env_config: dict | None) -> bool:
     if (env_config or {}).get("seed") is not None:
         return False
     if isinstance(env, str):
-        from warp_drive.registry import get_env_class
-
         env = get_env_class(env)
     if not isinstance(env, type):
         return False
@@ -119,7 +119,6 @@ class PettingZooParallelEnv(ParallelEnv):
                  render_mode: str | None = None, reset_pool_size: int = 1000):
         if render_mode is not None:
             raise ValueError(f"render_mode {render_mode!r}: warp_drive environments do not render")
-        from warp_drive.sampler import random_seed
 
         self.render_mode = None
         self._source, self._env_config = env, dict(env_config or {})

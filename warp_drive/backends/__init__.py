@@ -20,8 +20,11 @@ from warp_drive.backends.base import (  # noqa: F401  (re-exported)
     KernelLaunchError,
     Module,
 )
+from warp_drive.backends.cpu import CpuBackend, GpuShapedCpuBackend
+from warp_drive.backends.pycuda_backend import PyCudaBackend  # imports no PyCUDA until one is made
 
 BACKEND_NAMES = ("auto", "cpu", "cpu-gpu", "pycuda")
+_CLASSES: dict[str, type[Backend]] = {"cpu": CpuBackend, "cpu-gpu": GpuShapedCpuBackend, "pycuda": PyCudaBackend}
 
 _instances: dict[str, Backend] = {}
 
@@ -56,18 +59,7 @@ def get_backend(backend: "str | Backend | None" = None) -> Backend:
         return backend
     name = resolve_backend_name(backend)
     if name not in _instances:
-        if name == "cpu":
-            from warp_drive.backends.cpu import CpuBackend
-
-            _instances[name] = CpuBackend()
-        elif name == "cpu-gpu":
-            from warp_drive.backends.cpu import GpuShapedCpuBackend
-
-            _instances[name] = GpuShapedCpuBackend()
-        else:
-            from warp_drive.backends.pycuda_backend import PyCudaBackend
-
-            _instances[name] = PyCudaBackend()
+        _instances[name] = _CLASSES[name]()
     return _instances[name]
 
 
@@ -76,11 +68,4 @@ def backend_class(backend: "str | Backend | None" = None) -> type[Backend]:
     read before the device is chosen (e.g. by ``torch.distributed`` setup)."""
     if isinstance(backend, Backend):
         return type(backend)
-    name = resolve_backend_name(backend)
-    if name == "pycuda":
-        from warp_drive.backends.pycuda_backend import PyCudaBackend
-
-        return PyCudaBackend
-    from warp_drive.backends.cpu import CpuBackend, GpuShapedCpuBackend
-
-    return GpuShapedCpuBackend if name == "cpu-gpu" else CpuBackend
+    return _CLASSES[resolve_backend_name(backend)]

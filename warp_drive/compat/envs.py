@@ -53,6 +53,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from warp_drive.compat.cuda_build import build_warpdrive_source
+from warp_drive.compat.managers import warpdrive_cast
 from warp_drive.data_feed import DataFeed
 from warp_drive.environment import THREADS_PER_AGENT, Environment
 from warp_drive.function_manager import FunctionFeed
@@ -220,8 +222,6 @@ class WarpDriveEnv(Environment):
     def get_data_dictionary(self, num_envs: int) -> DataFeed:
         """The env's arrays with WarpDrive's env-dimension convention, its pools and the
         placeholders it did not declare, cast to 32 bits as WarpDrive did (with a warning)."""
-        from warp_drive.compat.managers import warpdrive_cast
-
         env = self.warpdrive_env
         declared: dict[str, dict] = {}
         for method in ("get_data_dictionary", "get_tensor_dictionary", "get_reset_pool_dictionary"):
@@ -284,8 +284,6 @@ class WarpDriveEnv(Environment):
 
     def bind_step(self, wrapper) -> Any:
         """EnvWrapper's hook: build the env's module, give the env its kernel, return its ``step``."""
-        from warp_drive.compat.cuda_build import build_warpdrive_source
-
         fm = wrapper.function_manager
         build_warpdrive_source(fm, self._source, defines=wrapper.defines or None)
         env = self.warpdrive_env

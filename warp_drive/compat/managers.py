@@ -38,13 +38,16 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
+from warp_drive.backends import get_backend
 from warp_drive.compat.cuda_build import build_warpdrive_source
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import FLOAT32, INT32, DataManager, _cast_checked, _tensor_to_numpy
 from warp_drive.function_manager import FunctionFeed, FunctionManager
 from warp_drive.log import LogController
+from warp_drive.registry import get_env_class, registered_envs
 from warp_drive.reset import EnvironmentReset
 from warp_drive.sampler import Sampler
+from warp_drive.utils.env_registrar import env_registrar as default_registrar
 
 _WARPDRIVE_CASTS = {np.dtype(np.float64): FLOAT32, np.dtype(np.int64): INT32}
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
@@ -121,7 +124,6 @@ def _service_backend(function_manager, backend) -> None:
     ``backend=`` that names another executor is a mistake worth reporting."""
     if backend in (None, "auto"):
         return
-    from warp_drive.backends import get_backend
 
     own = function_manager.backend
     if get_backend(backend) is not own:
@@ -237,13 +239,10 @@ class CUDAFunctionManager(FunctionManager):
         kernel as ``-D`` defines (:func:`~warp_drive.compat.cuda_build.warpdrive_defines`)
         instead of a header generated into the package.
         """
-        from warp_drive.utils.env_registrar import env_registrar as default_registrar
-
         registrar = customized_env_registrar if customized_env_registrar is not None else default_registrar
         path = registrar.get_cuda_env_src_path(env_name)
         if path is not None:
             return build_warpdrive_source(self, path, defines=defines)
-        from warp_drive.registry import get_env_class, registered_envs
 
         matches = [name for name in registered_envs() if name.lower() == str(env_name).lower()]
         if not matches:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from warp_drive.registry import get_env_class, registered_envs
 from warp_drive.training import config as ours
 from warp_drive.training.config import (
     CONFIG_DIR,
@@ -532,8 +533,6 @@ def _check_int(value: Any, path: str) -> None:
 
 
 def _translate_env(name: Any, env_kwargs: dict, lines: list[str], warn: list[str]) -> tuple[str, dict, int]:
-    from warp_drive.registry import get_env_class, registered_envs
-
     if not isinstance(name, str) or not name:
         raise _Error("name: required (WarpDrive's env id, e.g. tag_continuous)")
     extra: dict = {}

@@ -81,6 +81,7 @@ from typing import Any, Callable
 
 import psutil
 
+from warp_drive.backends import backend_class
 from warp_drive.training.config import ConfigError, RunConfig, apply_overrides
 
 DEFAULT_MAX_ENVS = 65_536
@@ -553,8 +554,7 @@ def probe_main(request: dict, conn) -> None:
     try:
         import torch
 
-        from warp_drive.backends import backend_class
-        from warp_drive.training import run
+        from warp_drive.training import run  # deferred: the probe child imports the training stack, the server never
 
         config = RunConfig.from_dict(request["config"])
         gpu_budget = None

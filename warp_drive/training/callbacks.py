@@ -42,8 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from warp_drive.training.checkpoint import save_checkpoint
 from warp_drive.training.config import ConfigError
-from warp_drive.training.metrics import format_summary
+from warp_drive.training.loggers import default_loggers, provenance
+from warp_drive.training.metrics import Progress, format_summary
 
 if TYPE_CHECKING:
     from warp_drive.training.config import RunConfig
@@ -121,8 +123,6 @@ class ProgressBar(Callback):
         self.bar = None
 
     def on_train_start(self, loop: TrainingLoop) -> None:
-        from warp_drive.training.metrics import Progress
-
         self.bar = Progress(loop.trainer.num_iterations, enabled=self.enabled and loop.is_main,
                             initial=loop.trainer.iteration)
 
@@ -156,7 +156,6 @@ class MetricsLogger(Callback):
     def on_train_start(self, loop: TrainingLoop) -> None:
         if not loop.is_main:
             return
-        from warp_drive.training.loggers import default_loggers, provenance
 
         if self.loggers is None:
             purge = loop.global_step + 1 if loop.resumed else None
@@ -189,8 +188,6 @@ class CheckpointSaver(Callback):
 
     def on_checkpoint(self, loop: TrainingLoop, state: dict[str, Any]) -> None:
         if loop.is_main:
-            from warp_drive.training.checkpoint import save_checkpoint
-
             save_checkpoint(loop.run_dir, loop.trainer.iteration, state, keep=loop.config.saving.keep_checkpoints)
 
 

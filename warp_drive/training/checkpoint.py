@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import torch
 
-from warp_drive.training.config import RunError
+from warp_drive.training.config import RunError, parse_yaml
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -389,8 +389,6 @@ def find_run_dirs(basedir: str | os.PathLike) -> list[Path]:
 def run_name(run_dir: str | os.PathLike) -> str | None:
     """The ``name`` in a run's ``config.yaml`` (None when unreadable): which config the run was started from."""
     import yaml
-
-    from warp_drive.training.config import parse_yaml
 
     try:
         raw = parse_yaml((Path(run_dir) / RUN_MARKER).read_text(encoding="utf-8"))

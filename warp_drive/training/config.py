@@ -50,6 +50,7 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from warp_drive.backends import BACKEND_NAMES
+from warp_drive.registry import get_env_class, registered_envs
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -815,8 +816,6 @@ def check_env(config: RunConfig) -> dict[str, list[int]]:
     Returns :func:`policy_agents` for the config. Cheap: constructors only set
     up NumPy arrays; nothing is compiled or pushed to a device.
     """
-    from warp_drive.registry import get_env_class, registered_envs
-
     try:
         env_class = get_env_class(config.env.name)
     except KeyError:

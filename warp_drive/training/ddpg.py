@@ -81,7 +81,8 @@ from torch import nn
 from warp_drive.data_feed import DataFeed
 from warp_drive.environment import TERMINATED
 from warp_drive.training.algorithms import NonFiniteError
-from warp_drive.training.models import RunningMeanStd, _ACTIVATIONS
+from warp_drive.training.checkpoint import _atomic_write
+from warp_drive.training.models import _ACTIVATIONS, RunningMeanStd
 from warp_drive.training.schedules import Schedule
 from warp_drive.training.trainer import Policy, Trainer
 
@@ -564,8 +565,6 @@ class DDPGTrainer(Trainer):
     # ------------------------------------------------------------------ WarpDrive's model files
     def _write_models(self):
         """WarpDrive's DDPG files: ``<policy>_actor_<env steps>.state_dict`` and ``<policy>_critic_<...>``."""
-        from warp_drive.training.checkpoint import _atomic_write
-
         written = []
         for tag, p in self.policies.items():
             for part in ("actor", "critic"):

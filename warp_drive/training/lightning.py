@@ -84,9 +84,9 @@ import torch
 from warp_drive.backends import backend_class
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.training import distributed
-from warp_drive.training.config import RunConfig
 from warp_drive.training.callbacks import Callback, TrainingLoop, check_callback, emit, emit_exception
-from warp_drive.training.loggers import check_wandb
+from warp_drive.training.config import RunConfig
+from warp_drive.training.loggers import check_wandb, provenance
 from warp_drive.training.run import (
     build,
     checkpoint_state,
@@ -333,8 +333,6 @@ class WarpDriveModule(pl.LightningModule):
     def on_fit_start(self) -> None:
         """The run's provenance (versions, git commit, backend, device) to Lightning's loggers beside the
         config, as ``warp-drive train`` writes ``provenance.yaml``."""
-        from warp_drive.training.loggers import provenance
-
         where = provenance(self.warp_trainer.env.backend.name, self.warp_trainer.device)
         for logger in self.loggers:
             logger.log_hyperparams({"provenance": where})

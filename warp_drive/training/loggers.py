@@ -21,11 +21,12 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-import warnings
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
+import warp_drive
 from warp_drive.training.config import ConfigError
 from warp_drive.training.metrics import CSV_NAME, MetricsWriter
 
@@ -197,8 +198,6 @@ def provenance(backend_name: str, device: Any) -> dict[str, Any]:
     import subprocess
 
     import torch
-
-    import warp_drive
 
     device = torch.device(device)
     if device.type == "cuda":

@@ -41,16 +41,8 @@ import torch
 import yaml
 
 from warp_drive.backends import Backend, backend_class, get_backend
-from warp_drive.training import distributed
 from warp_drive.env_wrapper import EnvWrapper
-from warp_drive.training.checkpoint import (
-    RunLock,
-    load_checkpoint,
-    load_latest,
-    remove_stale_temp_files,
-    resolve_run_dir,
-)
-from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, RunError, parse_yaml
+from warp_drive.training import distributed
 from warp_drive.training.callbacks import (
     Callback,
     CheckpointSaver,
@@ -65,8 +57,17 @@ from warp_drive.training.callbacks import (
     render_episode,  # noqa: F401  (re-exported: run.render_episode, as before)
     summary,  # noqa: F401  (re-exported: run.summary, as before)
 )
-from warp_drive.training.loggers import check_wandb, wandb_enabled
+from warp_drive.training.checkpoint import (
+    RunLock,
+    load_checkpoint,
+    load_latest,
+    remove_stale_temp_files,
+    resolve_run_dir,
+)
+from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, RunError, parse_yaml
+from warp_drive.training.ddpg import trainer_class
 from warp_drive.training.distributed import Distributed
+from warp_drive.training.loggers import check_wandb, wandb_enabled
 from warp_drive.training.trainer import Trainer
 
 log = logging.getLogger("warp_drive")
@@ -121,7 +122,6 @@ def build(config: RunConfig, dist: Distributed | None = None) -> Trainer:
         config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
     env = EnvWrapper(config.env.name, config.trainer.num_envs, backend=config.trainer.backend,
                      seed=config.trainer.seed, env_config=dict(config.env.config))
-    from warp_drive.training.ddpg import trainer_class  # DDPG policies get the DDPG trainer
 
     return trainer_class(config)(env, config, distributed=dist)
 

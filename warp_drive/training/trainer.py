@@ -131,7 +131,7 @@ class Trainer(WarpDriveTrainerMethods):
         """A config whose policies use DDPG builds :class:`~warp_drive.training.ddpg.DDPGTrainer` (WarpDrive's
         ``Trainer(env_wrapper, config=...)`` and ``TrainerDDPG`` alike); ``ddpg.trainer_class`` decides."""
         if cls is Trainer:
-            from warp_drive.training.ddpg import trainer_class
+            from warp_drive.training.ddpg import trainer_class  # debt (structure issue): ddpg imports this module
 
             cls = trainer_class(kwargs.get("config", args[1] if len(args) > 1 else None))
         return super().__new__(cls)

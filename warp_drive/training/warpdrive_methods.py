@@ -23,6 +23,9 @@ import numpy as np
 import torch
 
 from warp_drive.training.callbacks import Callback
+from warp_drive.training.checkpoint import _atomic_write, _load_file, load_checkpoint
+from warp_drive.training.config import RunConfig
+from warp_drive.training.distributed import Distributed
 
 if TYPE_CHECKING:
     from warp_drive.env_wrapper import EnvWrapper
@@ -32,8 +35,6 @@ if TYPE_CHECKING:
 def check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_policy: bool,
                              obs_dim_corresponding_to_num_agents: str, num_devices: int, device_id: int) -> None:
     """Refuse the WarpDrive ``Trainer`` keywords whose other values would feed the env wrongly."""
-    from warp_drive.training.distributed import Distributed
-
     if distributed is not None and not isinstance(distributed, Distributed):
         raise TypeError(f"Trainer's 4th positional argument is distributed (a training.distributed.Distributed), "
                         f"got {distributed!r}; pass WarpDrive's create_separate_placeholders_for_each_policy "
@@ -70,6 +71,7 @@ class WarpDriveTrainerMethods:
         """The results directory, ``<saving.basedir>/<saving.name>/<saving.tag>/<results_dir or timestamp>``,
         made on first use (a Trainer that is never trained or saved writes nothing)."""
         if self._save_dir is None:
+            # debt (structure issue): run imports trainer, which imports this
             from warp_drive.training.run import new_run_dir
 
             self._save_dir = new_run_dir(self.config, self.results_dir)
@@ -93,7 +95,7 @@ class WarpDriveTrainerMethods:
         the same number of iterations again); raise ``trainer.total_steps`` to
         train further.
         """
-        from warp_drive.training import run
+        from warp_drive.training import run  # debt (structure issue): run imports trainer, which imports this
 
         self._check_open()
         self.env.reset_all_envs()
@@ -135,8 +137,6 @@ class WarpDriveTrainerMethods:
         return self._write_models()
 
     def _write_models(self) -> list[Path]:
-        from warp_drive.training.checkpoint import _atomic_write
-
         written = []
         for tag, p in self.policies.items():
             path = self.save_dir / f"{tag}_{self.env_steps}.state_dict"
@@ -164,8 +164,6 @@ class WarpDriveTrainerMethods:
         weights trained by WarpDrive 2.7 itself (its layers are named and laid
         out differently), is refused with the mismatching keys.
         """
-        from warp_drive.training.checkpoint import _load_file, load_checkpoint
-
         self._check_open()
         if ckpts_dict_or_path is None:
             ckpts = dict(self.translation.checkpoints) if self.translation is not None else {}
@@ -410,11 +408,9 @@ class WarpDriveOutputs(Callback):
 
 def as_run_config(config: Any, env_wrapper: EnvWrapper):
     """(RunConfig, Translation or None) from a RunConfig, our config dict, or a WarpDrive run-config dict."""
-    from warp_drive.training.config import RunConfig
-
     if not isinstance(config, Mapping):
         return config, None  # a RunConfig (or a stand-in with its attributes)
-    from warp_drive.compat.run_config import is_warpdrive_config, translate
+    from warp_drive.compat.run_config import is_warpdrive_config, translate  # debt (structure issue): in compat/ to be
 
     if is_warpdrive_config(config) or "env" not in config:
         translation = translate(config, env_wrapper=env_wrapper)

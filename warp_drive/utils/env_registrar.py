@@ -26,6 +26,8 @@ import difflib
 import warnings
 from pathlib import Path
 
+from warp_drive.registry import get_env_class, registered_envs
+
 _CLASS_BACKENDS = {"cpu": "cpu", "pycuda": "pycuda", "cuda": "pycuda", "gpu": "pycuda", "auto": "pycuda",
                    "cpu-gpu": "pycuda", "numba": "numba"}
 _SOURCE_BACKENDS = {"pycuda": "pycuda", "cuda": "pycuda", "gpu": "pycuda", "cpu": "pycuda", "auto": "pycuda",
@@ -41,8 +43,6 @@ def _backend(env_backend, table: dict, what: str) -> str:
 
 def _own_env(name: str):
     """This project's env class registered under ``name`` (any case), or None."""
-    from warp_drive.registry import get_env_class, registered_envs
-
     matches = [n for n in registered_envs() if n.lower() == name]
     return get_env_class(matches[0]) if matches else None
 

@@ -92,6 +92,7 @@ class ModelFactory:
     def create(cls, model_name: str) -> type:
         """The model class registered as ``model_name`` (WarpDrive's built-in keys included)."""
         if model_name in _DDPG_KEYS:
+            # debt (structure issue): WarpDrive's ModelFactory, and ddpg imports models
             from warp_drive.training.ddpg import DDPGModel
 
             return DDPGModel
