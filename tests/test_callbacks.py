@@ -150,3 +150,24 @@ def test_evaluate_render_of_an_env_without_a_renderer_is_refused(tmp_path):
     assert not (run_dir / "episode.gif").exists()  # no renderer: no GIF, no error
     with pytest.raises(ConfigError, match="DummyEnv has no renderer"):
         evaluate(str(run_dir), episodes=2, render=str(tmp_path / "x.gif"))
+
+
+@pytest.mark.parametrize("evaluate", [True, False])
+def test_train_without_evaluation_plays_no_episode_and_draws_nothing(tmp_path, capsys, evaluate):
+    """``train(..., evaluate=False)`` (``warp-drive train --no-evaluate``): no before/after
+    episodes, no summary, no GIF; checkpoints and metrics as usual."""
+    run_dir = train(cartpole(tmp_path), progress=False, evaluate=evaluate)
+    printed = capsys.readouterr().out
+    assert (run_dir / "episode.gif").is_file() is evaluate
+    assert ("Mean return per agent" in printed) is evaluate
+    assert (run_dir / "metrics.csv").is_file() and list((run_dir / "checkpoints").glob("*"))
+
+
+def test_cli_no_evaluate_reaches_train(tmp_path, monkeypatch):
+    from warp_drive.cli import main
+    from warp_drive.training import run
+
+    seen = {}
+    monkeypatch.setattr(run, "train", lambda config, **kwargs: seen.update(kwargs) or tmp_path)
+    assert main(["train", "--config", "cartpole", "--backend", "cpu", "--no-evaluate", "--no-progress"]) == 0
+    assert seen["evaluate"] is False

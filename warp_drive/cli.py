@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--results_dir", "--results-dir", dest="results_dir", metavar="NAME", default=None,
                        help="the run directory's name under saving.basedir/name/tag instead of a timestamp (new or "
                        "empty)")
+    train.add_argument("--no-evaluate", dest="evaluate", action="store_false",
+                       help="skip the evaluation episodes before and after training, their summary and the "
+                       "episode GIF (checkpoints and metrics are written as usual)")
     train.add_argument("--track", action="store_true",
                        help="also log to Weights & Biases (pip install wandb; settings in saving.wandb; offline "
                        "into the run directory when there is no W&B login)")
@@ -297,6 +300,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     extra = {"results_dir": args.results_dir} if args.results_dir is not None else {}
     extra.update({"callbacks": callbacks} if callbacks else {})
     extra.update({"track": True} if args.track else {})
+    extra.update({"evaluate": False} if not args.evaluate else {})
     run_dir = run.train(config, resume=args.resume, progress=args.progress, **extra)
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per torchrun worker
         print(f"run directory: {run_dir}")

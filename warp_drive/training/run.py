@@ -127,18 +127,22 @@ def build(config: RunConfig, dist: Distributed | None = None) -> Trainer:
 
 
 def train(config: RunConfig, resume: str | None = None, progress: bool = True,
-          results_dir: str | None = None, callbacks: Sequence[Callback] = (), track: bool = False) -> Path:
+          results_dir: str | None = None, callbacks: Sequence[Callback] = (), track: bool = False,
+          evaluate: bool = True) -> Path:
     """Train ``config`` (or resume a run); a rank of a distributed run when started by torchrun.
 
     ``results_dir``: the run directory's last part instead of a timestamp (WarpDrive's ``--results_dir``).
     ``callbacks``: run after the built-in ones (``callbacks.py``). ``track``: also log to Weights & Biases.
+    ``evaluate``: play one episode in every env before and after training, print the summary and draw
+    the episode GIF (``False``: none of it, for runs that only need the checkpoints and metrics).
     """
     if wandb_enabled(config, track):
         check_wandb(config.saving.wandb)  # before a run directory is made
+    built_in = default_callbacks(progress, track, evaluate)
     if not distributed.launched_by_torchrun():
-        return _train(config, resume, progress, None, results_dir, list(callbacks), track)
+        return _train(config, resume, None, results_dir, [*built_in, *callbacks])
     dist = distributed.init(config.trainer.backend)
-    run_dir = _train(config, resume, progress, dist, results_dir, list(callbacks), track)
+    run_dir = _train(config, resume, dist, results_dir, [*built_in, *callbacks])
     # Only on success: after a failure a peer may be gone, and torchrun tears the group down anyway.
     distributed.shutdown()
     return run_dir
@@ -237,8 +241,8 @@ def train_trainer(trainer: Trainer, run_dir: Path, callbacks: list[Callback], pr
         lock.release()
 
 
-def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distributed | None,
-           results_dir: str | None, callbacks: list[Callback], track: bool) -> Path:
+def _train(config: RunConfig, resume: str | None, dist: Distributed | None, results_dir: str | None,
+           callbacks: list[Callback]) -> Path:
     main = dist is None or dist.is_main
     lock = None
     try:
@@ -261,7 +265,7 @@ def _train(config: RunConfig, resume: str | None, progress: bool, dist: Distribu
             checkpoint, state = load_latest(run_dir)  # the newest intact one; unsafe ones are refused
             trainer.load_state_dict(state_for_rank(state, dist, checkpoint))
         loop = TrainingLoop(trainer, config, run_dir, dist, resumed=bool(resume), start_steps=trainer.env_steps)
-        return run_loop(loop, [*default_callbacks(progress, track), *callbacks])
+        return run_loop(loop, callbacks)
     finally:
         if lock is not None:
             lock.release()
