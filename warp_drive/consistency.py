@@ -170,8 +170,9 @@ def check(
         wrapper = EnvWrapper(env_class, num_envs, backend=backend, seed=seed, env_config=config,
                              reset_pool_size=reset_pool_size)
         env = wrapper.env
-        atol_ = getattr(env, "consistency_atol", DEFAULT_ATOL) if atol is None else atol
-        rtol_ = getattr(env, "consistency_rtol", DEFAULT_RTOL) if rtol is None else rtol
+        own_atol, own_rtol = env.consistency_atol, env.consistency_rtol  # None: the checker's defaults
+        atol_ = atol if atol is not None else (DEFAULT_ATOL if own_atol is None else own_atol)
+        rtol_ = rtol if rtol is not None else (DEFAULT_RTOL if own_rtol is None else own_rtol)
         rng = np.random.default_rng(seed)
         report = CheckReport(env.name, dict(config), arrays=_compared_arrays(wrapper))
         for step in range(num_episodes * wrapper.episode_length):

@@ -192,7 +192,7 @@ class EnvWrapper:
         self.backend = get_backend(backend_name)
         self.process_id = int(process_id)
         env_ = self.env
-        self.defines = {**(getattr(env_, "cuda_defines", None) or {}), **(defines or {})}
+        self.defines = {**(env_.cuda_defines or {}), **(defines or {})}
         self.num_agents, self.episode_length = int(env_.num_agents), int(env_.episode_length)
         requested_blocks = self._requested_blocks_per_env(blocks_per_env)
 
@@ -204,14 +204,14 @@ class EnvWrapper:
 
         self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
         self.cuda_function_feed = FunctionFeed(self.data_manager)
-        own_step = getattr(env_, "bind_step", None)
+        own_step = env_.bind_step
         if own_step is not None:  # the env builds its kernels and launches its own step
             self._step = own_step(self)
         else:
             self.function_manager.compile_and_load(env_.cuda_source_path(), defines=self.defines or None)
             self._step = self._bind_step()
         self._step_arguments = getattr(getattr(self._step, "_launch", None), "_packed", None)
-        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in getattr(self.env, "step_args", ())]
+        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in self.env.step_args]
         self._action_bounds = self._discrete_action_bounds()
         # Range-checking actions is a reduction and a host sync per step: on by
         # default where arrays live in host memory (the cpu executor: a few us),
@@ -230,7 +230,7 @@ class EnvWrapper:
         # An env with host_first_reset (WarpDrive-style: its Python reset() made the
         # pushed state and the first observations) starts its first episode from
         # that state, as WarpDrive did; ours start from a device reset (pool draws).
-        self._host_first_reset = bool(getattr(env_, "host_first_reset", False))
+        self._host_first_reset = bool(env_.host_first_reset)
         if not self._host_first_reset:
             self._force_reset()
         self._first_reset_pending = True
@@ -369,7 +369,7 @@ class EnvWrapper:
         self.seed = int(seed)
         dm = self.data_manager
         targets = dm.reset_target_to_pool
-        if targets and getattr(self.env, "redraw_reset_pools", True):
+        if targets and self.env.redraw_reset_pools:
             size = dm.get_shape(next(iter(targets.values())))[0]
             pools = self.env.get_reset_pools(size, np.random.default_rng(self.seed))
             if set(pools) != set(targets):
@@ -454,7 +454,7 @@ class EnvWrapper:
             self._force_reset()
         if not first_call:
             return {}
-        first = getattr(self.env, "first_observations", None)
+        first = self.env.first_observations
         if first is not None:
             return first
         obs = self.data_manager.pull_data_from_device("observations")

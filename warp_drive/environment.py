@@ -31,7 +31,7 @@ from __future__ import annotations
 import abc
 import inspect
 from pathlib import Path
-from typing import ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -66,6 +66,28 @@ class Environment(abc.ABC):
 
     num_agents: int
     episode_length: int
+
+    # ---------------------------------------------------------------- optional hooks
+    # Every attribute the wrapper or the checker reads from an env is declared
+    # here with its default; an env sets only the ones it needs.
+    # Compile-time defines of the step's source (-DNAME=value, on both executors).
+    cuda_defines: ClassVar[Mapping[str, str]] = {}
+    # The consistency checker's tolerances for this env (None: its defaults; 0.0: bit-exact).
+    consistency_atol: ClassVar[float | None] = None
+    consistency_rtol: ClassVar[float | None] = None
+    # Whether EnvWrapper.reseed may redraw the reset pools with get_reset_pools
+    # (False where the pools are the env's own, drawn once).
+    redraw_reset_pools: ClassVar[bool] = True
+    # Whether the first episode starts from the pushed arrays as they are (an env
+    # whose own host reset made them) rather than from a device reset.
+    host_first_reset: ClassVar[bool] = False
+    # What EnvWrapper.reset_all_envs() returns the first time, {agent: observation};
+    # None: env 0's row of the observations array.
+    first_observations: Mapping[int, Any] | None = None
+    # An env that builds and launches its own step: bind_step(wrapper) returns the
+    # launch to call each step. None: the wrapper builds cuda_source and binds
+    # step_kernel to step_args.
+    bind_step: Callable[[Any], Callable[[], None]] | None = None
 
     # ---------------------------------------------------------------- source
     @classmethod

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 from gymnasium import spaces
@@ -167,6 +167,11 @@ class WarpDriveEnv(Environment):
         )
         env.observation_space = self._observations  # as WarpDrive's wrapper did
         self._source = resolve_cuda_source(env, env_registrar)
+
+    @property
+    def cuda_defines(self) -> Mapping[str, str]:  # type: ignore[override]
+        """The WarpDrive env's own compile-time defines, if it declares any."""
+        return getattr(self.warpdrive_env, "cuda_defines", None) or {}
 
     def __getattr__(self, attribute: str) -> Any:
         env = self.__dict__.get("warpdrive_env")

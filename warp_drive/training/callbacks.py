@@ -263,7 +263,7 @@ def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, s
 
 def can_render(trainer: "Trainer") -> bool:
     """Whether the trainer's env draws itself (``Environment.render_arrays``)."""
-    return bool(getattr(trainer.env.env, "render_arrays", ()))
+    return bool(trainer.env.env.render_arrays)
 
 
 def render_episode(trainer: "Trainer", out: Path, greedy: bool = False) -> Path:
