@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import torch
+from gymnasium import spaces
 
 from benchmarks.common import (
     backend_names,
@@ -29,6 +30,7 @@ from benchmarks.common import (
 from warp_drive.backends import get_backend
 from warp_drive.consistency import host_arrays, random_actions
 from warp_drive.env_wrapper import EnvWrapper
+from warp_drive.sampler import Sampler
 from warp_drive.training.run import limit_torch_threads
 
 # (label, env name, config, num_envs, targets on the 2-core machine: (env steps/s, x reference))
@@ -74,6 +76,28 @@ def kernel_rate(wrapper: EnvWrapper, seconds: float) -> float:
     return wrapper.num_envs / time_per_call(step, seconds, wrapper.backend.synchronize)
 
 
+def rollout_rate(wrapper: EnvWrapper, seconds: float) -> float:
+    """Env steps/s of a rollout step as training takes it, without the model:
+    the sampler kernel draws every agent's action on the device (from uniform
+    probabilities, one Discrete head), one launch steps every env, and the
+    done ones are reset on the device. Needs an env with Discrete actions.
+    """
+    space = wrapper.env.action_space(0)
+    if not isinstance(space, spaces.Discrete):
+        raise ValueError(f"{wrapper.name}: a sampled rollout needs Discrete actions, not {space}")
+    sampler = Sampler(wrapper.function_manager, seed=0)
+    sampler.register_actions(wrapper.data_manager, "sampled_actions", int(space.n))
+    probs = torch.full((wrapper.num_envs, wrapper.num_agents, int(space.n)), 1.0 / int(space.n),
+                       device=wrapper.actions.device)
+
+    def step():
+        sampler.sample(wrapper.data_manager, probs, "sampled_actions")
+        wrapper.step_all_envs()
+        wrapper.reset_only_done_envs()
+
+    return wrapper.num_envs / time_per_call(step, seconds, wrapper.backend.synchronize)
+
+
 def reference_rates(wrapper: EnvWrapper, seconds: float, replicas: int = 8,
                     max_call_seconds: float = 5.0) -> tuple[float, float | None]:
     """(one replica at a time, vectorised over replicas) env steps/s of the NumPy reference.
@@ -113,12 +137,14 @@ def reference_rates(wrapper: EnvWrapper, seconds: float, replicas: int = 8,
 
 
 def measure_workload(label: str, env_name: str, config: dict, num_envs: int, backends: list[str],
-                     seconds: float, extra: dict | None = None) -> list[dict]:
+                     seconds: float, extra: dict | None = None, sampled: bool = False) -> list[dict]:
     """One row per executor: the kernel's env steps/s beside the NumPy reference's.
 
     The reference runs once per workload (on the first executor's arrays); its
     rate does not depend on the executor. ``extra`` columns (targets, the
-    paper's figure) go before the wall time.
+    paper's figure) go before the wall time. ``sampled``: the timed step draws
+    the actions with the sampler kernel (:func:`rollout_rate`) instead of
+    copying prepared ones (:func:`kernel_rate`).
     """
     rows, reference = [], None
     for backend in backends:
@@ -128,7 +154,7 @@ def measure_workload(label: str, env_name: str, config: dict, num_envs: int, bac
         limit_torch_threads(get_backend(backend).name)
         started = time.perf_counter()
         wrapper = EnvWrapper(env_name, num_envs, backend=backend, seed=0, env_config=config)
-        rate = kernel_rate(wrapper, seconds)
+        rate = rollout_rate(wrapper, seconds) if sampled else kernel_rate(wrapper, seconds)
         if reference is None:
             reference = reference_rates(wrapper, seconds)
         single, vector = reference

@@ -43,7 +43,7 @@ def test_suite_writes_csv_plots_and_summary(smoke_run):
 def test_paper_csv_has_a_row_per_workload_point(smoke_run):
     _, out = smoke_run
     rows = read_csv(out / "paper.csv")
-    expected = [(label, str(envs)) for label, _, _, envs, _, _ in paper.workloads(quick=False, smoke=True)]
+    expected = [(label, str(envs)) for label, _, _, envs, *_ in paper.workloads(quick=False, smoke=True)]
     assert [(row["workload"], row["envs"]) for row in rows] == expected
     assert {"workload", "backend", "envs", "agents", "env steps/s", "agent steps/s", "numpy 1-by-1 steps/s",
             "numpy vectorised steps/s", "paper (A100) env steps/s", "target (GPU) env steps/s",
@@ -58,6 +58,21 @@ def test_paper_csv_has_a_row_per_workload_point(smoke_run):
     assert (big["envs"], big["agents"]) == ("2", "20")  # N = taggers + 1 runner
     assert big["paper (A100) env steps/s"] == "2900000" and big["target met"] == "GPU target"
     assert {row["agents"] for row in rows if "continuous" in row["workload"]} == {"5", "10"}
+    (rollout,) = [row for row in rows if "rollout with sampling" in row["workload"]]
+    assert rollout["paper (A100) env steps/s"] == "8300000" and rollout["target met"] == "GPU target"
+
+
+def test_the_rollout_row_draws_every_action_with_the_sampler():
+    """The paper's 2000 x 5 figure counts sampling: the timed step launches the
+    sampler kernel, whose draws land in the wrapper's action array."""
+    from benchmarks.envs import rollout_rate
+    from warp_drive.env_wrapper import EnvWrapper
+
+    wrapper = EnvWrapper("TagGridWorld", 4, backend="cpu", seed=0, env_config=paper.discrete_tag_config(5))
+    wrapper.actions.zero_()
+    assert rollout_rate(wrapper, 0.01) > 0
+    drawn = wrapper.actions.cpu().numpy()
+    assert drawn.min() >= 0 and drawn.max() <= 4 and len(set(drawn.ravel().tolist())) > 1
 
 
 def test_summary_is_markdown_with_header_tables_and_plots(smoke_run):
