@@ -6,13 +6,18 @@ No torch and no kernels: everything here runs in well under a second.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import re
 
 import pytest
+import yaml
 
 from warp_drive.registry import get_env_class
 from warp_drive.training.config import (
     CONFIG_DIR,
     ConfigError,
+    DDPGPolicyConfig,
+    OnPolicyConfig,
     PolicyConfig,
     RunConfig,
     apply_overrides,
@@ -58,7 +63,7 @@ def with_keys(data: dict, **paths) -> dict:
 def test_defaults_follow_the_design():
     config = RunConfig.from_dict(minimal())
     policy = config.policy["shared"]
-    assert policy == PolicyConfig()
+    assert policy == OnPolicyConfig()
     assert (policy.algorithm, policy.gamma, policy.gae_lambda, policy.lr) == ("PPO", 0.99, 0.95, 3e-4)
     assert (policy.num_epochs, policy.num_minibatches, policy.max_grad_norm, policy.target_kl) == (4, 4, 0.5, None)
     assert policy.model.fc_dims == [64, 64] and policy.model.activation == "tanh" and policy.model.extra == {}
@@ -108,7 +113,7 @@ def test_empty_sections_mean_defaults():
     data["saving"] = None
     data["policy"]["shared"] = None
     config = RunConfig.from_dict(data)
-    assert config.saving.name == "unit" and config.policy["shared"] == PolicyConfig()
+    assert config.saving.name == "unit" and config.policy["shared"] == OnPolicyConfig()
 
 
 def test_ints_for_floats_and_integral_floats_for_ints():
@@ -268,6 +273,143 @@ def test_every_problem_is_reported_at_once():
     for path in ("trainer.bakend", "trainer.num_envs", "policy.shared.gamma", "policy.shared.algorithm"):
         assert path in message
     assert isinstance(info.value, ValueError)
+
+
+# --------------------------------------------------------------------------- one section type per algorithm
+ON_POLICY_ONLY = {"gae_lambda", "entropy_coef", "vf_coef", "normalize_advantage", "clip_param", "clip_value_loss",
+                  "num_epochs", "num_minibatches", "target_kl"}
+DDPG_ONLY = {"tau", "critic_lr", "replay_buffer_size", "batch_size", "updates_per_iteration", "warmup_steps",
+             "noise_stddev", "noise_damping", "n_step"}
+
+# The policy section of a config.yaml written before the policy sections were split (RunConfig.to_dict of
+# minimal()): every key of every algorithm, at its default.
+OLD_POLICY_SECTION = """\
+policy:
+  shared:
+    algorithm: PPO
+    gamma: 0.99
+    gae_lambda: 0.95
+    lr: 0.0003
+    entropy_coef: 0.01
+    vf_coef: 0.5
+    max_grad_norm: 0.5
+    normalize_advantage: true
+    clip_param: 0.2
+    clip_value_loss: false
+    num_epochs: 4
+    num_minibatches: 4
+    target_kl: null
+    to_train: true
+    tau: 0.005
+    critic_lr: null
+    replay_buffer_size: 1000000
+    batch_size: 256
+    updates_per_iteration: null
+    warmup_steps: 10000
+    noise_stddev: 0.1
+    noise_damping: null
+    n_step: 1
+    model:
+      type: fully_connected
+      fc_dims:
+      - 64
+      - 64
+      activation: tanh
+      shared_trunk: false
+      obs_normalization: false
+      log_std_init: 0.0
+      extra: {}
+      critic_fc_dims: null
+"""
+
+
+def old_config_yaml(algorithm: str = "PPO") -> str:
+    """A whole config.yaml as a run saved it before the split."""
+    head = {k: v for k, v in minimal().items() if k != "policy"}
+    return yaml.safe_dump(head, sort_keys=False) + OLD_POLICY_SECTION.replace("algorithm: PPO",
+                                                                              f"algorithm: {algorithm}")
+
+
+def test_resolved_configs_list_only_their_algorithms_keys():
+    """config.yaml (write_run_config dumps to_dict) of a PPO run shows no DDPG key, and a DDPG one no A2C/PPO key."""
+    ppo = parse_yaml(load_config("cartpole").to_yaml())["policy"]["shared"]
+    assert ON_POLICY_ONLY <= set(ppo) and not DDPG_ONLY & set(ppo)
+    assert "critic_fc_dims" not in ppo["model"] and "shared_trunk" in ppo["model"]
+    ddpg = parse_yaml(load_config("pendulum_ddpg").to_yaml())["policy"]["shared"]
+    assert DDPG_ONLY <= set(ddpg) and not ON_POLICY_ONLY & set(ddpg)
+    assert not {"shared_trunk", "log_std_init", "extra"} & set(ddpg["model"]) and "critic_fc_dims" in ddpg["model"]
+    a2c = RunConfig.from_dict(minimal(algorithm="A2C")).to_dict()["policy"]["shared"]
+    assert ON_POLICY_ONLY <= set(a2c) and not DDPG_ONLY & set(a2c)
+    assert type(load_config("pendulum_ddpg").policy["shared"]) is DDPGPolicyConfig
+    assert type(load_config("tag_gridworld").policy["tagger"]) is OnPolicyConfig  # A2C: PPO's type
+
+
+def test_each_key_has_one_default():
+    """The keys every algorithm reads are PolicyConfig's fields, inherited (not re-declared) by each type."""
+    common = {f.name: f for f in dataclasses.fields(PolicyConfig)}
+    assert set(common) == {"algorithm", "gamma", "lr", "max_grad_norm", "to_train"}
+    for cls in (OnPolicyConfig, DDPGPolicyConfig):
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        assert all(fields[k] is common[k] for k in common if k != "algorithm"), cls
+    assert (OnPolicyConfig().algorithm, DDPGPolicyConfig().algorithm) == ("PPO", "DDPG")
+    assert not DDPG_ONLY & {f.name for f in dataclasses.fields(OnPolicyConfig)}
+    with pytest.raises(TypeError, match="OnPolicyConfig"):
+        PolicyConfig()
+
+
+@pytest.mark.parametrize("policy, key, owner, algorithm", [
+    ({"tau": 0.01}, "tau", "DDPG", "PPO"),
+    ({"algorithm": "A2C", "replay_buffer_size": 10}, "replay_buffer_size", "DDPG", "A2C"),
+    ({"model": {"critic_fc_dims": [8]}}, "model.critic_fc_dims", "DDPG", "PPO"),
+    ({"algorithm": "DDPG", "clip_param": 0.3}, "clip_param", "A2C/PPO", "DDPG"),
+    ({"algorithm": "ddpg", "num_epochs": 2}, "num_epochs", "A2C/PPO", "DDPG"),
+    ({"algorithm": "DDPG", "model": {"shared_trunk": True}}, "model.shared_trunk", "A2C/PPO", "DDPG"),
+])
+def test_a_key_of_another_algorithm_is_refused_naming_it(policy, key, owner, algorithm):
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_dict(minimal(**policy))
+    fix = " or ".join(owner.split("/"))
+    assert info.value.errors == [  # that error alone, not also an "unknown key"
+        f"policy.shared.{key}: a key of {owner}, but policy 'shared' uses {algorithm}, which has no {key}; "
+        f"remove it, or set policy.shared.algorithm to {fix}"]
+
+
+def test_another_algorithms_key_through_set_is_refused_even_at_its_default():
+    for item in ("policy.shared.tau=0.01", "policy.shared.tau=0.005", "policy.*.model.critic_fc_dims=[8]"):
+        with pytest.raises(ConfigError, match=rf"--set {re.escape(item)}: policy.shared.\S+: a key of DDPG, but "
+                                              rf"policy 'shared' uses PPO"):
+            apply_overrides(minimal(), [item])
+    with pytest.raises(ConfigError, match="policy.shared.clip_value_loss: a key of A2C/PPO, but policy 'shared' "
+                                          "uses DDPG"):
+        load_config("pendulum_ddpg", ["policy.shared.clip_value_loss=true"])
+    # the policy's algorithm is the one after every override, whichever order they come in
+    out = apply_overrides(minimal(), ["policy.shared.tau=0.01", "policy.shared.algorithm=DDPG"])
+    assert RunConfig.from_dict(out).policy["shared"].tau == 0.01
+
+
+def test_a_config_yaml_saved_before_the_split_still_loads():
+    """A PPO (or DDPG) policy listing the other algorithm's keys at their defaults: those are dropped."""
+    config = RunConfig.from_dict(parse_yaml(old_config_yaml()), source="config.yaml")
+    assert config == RunConfig.from_dict(minimal())
+    assert not DDPG_ONLY & set(config.to_dict()["policy"]["shared"])
+    ddpg = RunConfig.from_dict(parse_yaml(old_config_yaml("DDPG"))).policy["shared"]
+    assert ddpg == DDPGPolicyConfig()
+    # only exactly the default is dropped: another value is a setting the run's algorithm would not read
+    changed = old_config_yaml().replace("noise_stddev: 0.1", "noise_stddev: 0.3")
+    assert "policy.shared.noise_stddev: a key of DDPG" in errors_of(parse_yaml(changed))
+    assert "normalize_advantage: a key of A2C/PPO" in errors_of(parse_yaml(old_config_yaml("DDPG").replace(
+        "normalize_advantage: true", "normalize_advantage: false")))
+
+
+def test_a_run_saved_before_the_split_resumes(tmp_path):
+    """run.resumed_config (what `train --resume` reads) on an old run directory's config.yaml."""
+    from warp_drive.training import run  # imports torch: only this test
+
+    (tmp_path / "config.yaml").write_text(old_config_yaml())
+    saved = run.saved_config(tmp_path)
+    resumed = run.resumed_config(tmp_path, RunConfig.from_dict(apply_overrides(saved, ["trainer.total_steps=2048"])))
+    assert resumed.trainer.total_steps == 2048
+    assert resumed.policy == RunConfig.from_dict(minimal()).policy
 
 
 # --------------------------------------------------------------------------- overrides

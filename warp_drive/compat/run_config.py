@@ -235,8 +235,8 @@ def _merge(config: dict, defaults: Mapping) -> dict:
     return out
 
 
-def _our_fields(cls_name: str) -> set[str]:
-    return {f.name for f in dataclasses.fields(getattr(ours, cls_name))}
+def _our_fields(*cls_names: str) -> set[str]:
+    return {f.name for name in cls_names for f in dataclasses.fields(getattr(ours, name))}
 
 
 def _unknown(path: str, key: str, warpdrive: Iterable[str], ours: Iterable[str]) -> str:
@@ -601,7 +601,7 @@ def _translate_backend(trainer_in: Mapping, lines: list[str], warn: list[str]) -
 def _translate_policy(tag: str, wd: dict, given: Mapping, t: Translation) -> dict:
     lines, warn = t.lines, t.warnings
     where = f"policy.{tag}"
-    ours = _our_fields("PolicyConfig")
+    ours = _our_fields("OnPolicyConfig", "DDPGPolicyConfig")  # every algorithm's; the config refuses another's
     for key in given:
         if key not in POLICY_KEYS and key not in ours:
             raise _Error(_unknown(where, str(key), POLICY_KEYS, ours))
@@ -668,7 +668,7 @@ def _translate_policy(tag: str, wd: dict, given: Mapping, t: Translation) -> dic
 
 def _translate_model(tag: str, wd: Mapping, given: Mapping, ddpg: bool, t: Translation) -> dict:
     where = f"policy.{tag}.model"
-    ours = _our_fields("ModelConfig")
+    ours = _our_fields("ModelConfig", "DDPGModelConfig")
     for key in wd:
         if key not in MODEL_KEYS and key not in ours:
             raise _Error(_unknown(where, str(key), MODEL_KEYS, ours))

@@ -1,10 +1,4 @@
-"""Checkpoints that survive crashes: atomic writes, a ``latest`` pointer, run-dir lookup.
-
-Layout inside a run directory::
-
-    checkpoints/ckpt_000010.pt
-    checkpoints/ckpt_000020.pt
-    checkpoints/latest            # text: "ckpt_000020.pt"
+"""Checkpoints that survive crashes: atomic writes, a ``latest`` pointer, safe loading.
 
 Every file appears under its final name only when complete: it is written to
 a temp file in the same directory (same filesystem, so ``os.replace`` is an
@@ -24,12 +18,17 @@ which falls back to the newest intact one.
 Only the newest ``keep`` checkpoints are kept (``saving.keep_checkpoints``),
 temp files left by a killed save are removed by the next save, and a run
 directory is held by one process at a time (:class:`RunLock`).
+
+This module writes and reads checkpoint files. The run directory's layout and
+the lookup of its checkpoints (:mod:`warp_drive.training.run_layout`) and the
+run directory as a whole -- its lock and ``--resume latest``
+(:mod:`warp_drive.training.run_dirs`) -- live in their own modules; their
+names are re-exported here, where callers have always imported them.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import io
 import os
 import pickle
@@ -39,11 +38,27 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from warp_drive.training.config import RunError, parse_yaml
+from warp_drive.training.config import RunError
+from warp_drive.training.run_dirs import (
+    RunLock,
+    RunLockedError,
+    find_run_dirs,  # noqa: F401  (re-exported, as before the split)
+    resolve_run_dir,
+    run_name,  # noqa: F401  (re-exported, as before the split)
+)
+from warp_drive.training.run_layout import (
+    CHECKPOINT_DIR,
+    LATEST_NAME,
+    LOCK_NAME,  # noqa: F401  (re-exported, as before the split)
+    RUN_MARKER,  # noqa: F401  (re-exported, as before the split)
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+)
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -63,11 +78,6 @@ __all__ = [
     "save_checkpoint",
 ]
 
-CHECKPOINT_DIR = "checkpoints"
-LATEST_NAME = "latest"
-RUN_MARKER = "config.yaml"
-LOCK_NAME = ".lock"
-_CKPT_RE = re.compile(r"^ckpt_(\d+)\.pt$")
 _TEMP_RE = re.compile(r"^\..+\.tmp$")  # _atomic_write's temp files: .ckpt_000010.pt.<random>.tmp, .latest.<random>.tmp
 # Temp files older than this process cannot be one of its own saves in progress.
 _PROCESS_START = time.time()
@@ -81,16 +91,8 @@ class UnsafeCheckpointError(CheckpointError):
     """A checkpoint holding pickled objects other than tensors and plain values: refused, never executed."""
 
 
-class RunLockedError(RunError):
-    """Another process holds the run directory."""
-
-
 class CheckpointWarning(UserWarning):
     """A checkpoint was skipped (unreadable), with the file named in the message."""
-
-
-def checkpoint_name(iteration: int) -> str:
-    return f"ckpt_{iteration:06d}.pt"
 
 
 def _no_space_error(path: Path, exc: OSError) -> CheckpointError:
@@ -229,31 +231,6 @@ def remove_stale_temp_files(run_dir: str | os.PathLike, before: float | None = N
     return removed
 
 
-def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """All complete checkpoints of a run, oldest iteration first."""
-    ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
-    if not ckpt_dir.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in ckpt_dir.iterdir() if (m := _CKPT_RE.match(p.name)) and p.is_file()]
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The checkpoint named by ``checkpoints/latest``; None when the run has none.
-
-    If the pointer is missing or stale (a checkpoint deleted by hand), fall back
-    to the highest-numbered checkpoint rather than failing a resume.
-    """
-    ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
-    pointer = ckpt_dir / LATEST_NAME
-    if pointer.is_file():
-        name = pointer.read_text().strip()
-        if name and "/" not in name and os.sep not in name and (ckpt_dir / name).is_file():
-            return ckpt_dir / name
-    existing = list_checkpoints(run_dir)
-    return existing[-1] if existing else None
-
-
 class _CorruptCheckpoint(CheckpointError):
     """A checkpoint file that is there but cannot be read (truncated, not a torch file)."""
 
@@ -320,110 +297,3 @@ def load_checkpoint(path_or_run_dir: str | os.PathLike, map_location: Any = "cpu
         run_dir = path.parent if path.name == CHECKPOINT_DIR and not (path / CHECKPOINT_DIR).is_dir() else path
         return load_latest(run_dir, map_location)[1]
     return _load_file(path, map_location)
-
-
-class RunLock:
-    """An exclusive ``fcntl.flock`` on ``<run_dir>/.lock`` for as long as a process trains in that run.
-
-    Two processes resuming one run would both append to ``metrics.csv`` and
-    overwrite each other's checkpoints; the second now fails at once, naming
-    the directory and the holder's pid. The kernel drops the lock when the
-    holder exits, however it exits, so a crashed run never leaves it stuck.
-    """
-
-    def __init__(self, run_dir: str | os.PathLike):
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_NAME
-        self._fd: int | None = None
-
-    def acquire(self) -> "RunLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise RunLockedError(f"run directory {self.run_dir} is in use by another warp-drive process (pid {holder}); "
-                                 f"wait for it to finish or stop it before resuming this run") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.ftruncate(fd, 0)
-            os.close(fd)  # closing the last descriptor releases the flock
-
-    def __enter__(self) -> "RunLock":
-        return self.acquire()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-def _activity_time(run_dir: Path) -> float:
-    """When a run last wrote something that matters: the newest of the dir, its config, metrics and pointer."""
-    times = []
-    for p in (run_dir, run_dir / RUN_MARKER, run_dir / "metrics.csv", run_dir / CHECKPOINT_DIR / LATEST_NAME):
-        try:
-            times.append(p.stat().st_mtime)
-        except OSError:
-            pass
-    return max(times)
-
-
-def find_run_dirs(basedir: str | os.PathLike) -> list[Path]:
-    """Every directory under ``basedir`` (inclusive) holding a ``config.yaml``, not descending into runs."""
-    runs = []
-    for root, dirs, files in os.walk(basedir):
-        if RUN_MARKER in files:
-            runs.append(Path(root))
-            dirs[:] = []  # a run's subfolders (checkpoints, ...) are not runs
-        else:
-            dirs.sort()
-    return runs
-
-
-def run_name(run_dir: str | os.PathLike) -> str | None:
-    """The ``name`` in a run's ``config.yaml`` (None when unreadable): which config the run was started from."""
-    import yaml
-
-    try:
-        raw = parse_yaml((Path(run_dir) / RUN_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):  # a broken or oversized config.yaml is simply not a match
-        return None
-    name = raw.get("name") if isinstance(raw, dict) else None
-    return name if isinstance(name, str) else None
-
-
-def resolve_run_dir(spec: str | os.PathLike, basedir: str | os.PathLike = "runs", name: str | None = None) -> Path:
-    """``"latest"`` -> the most recently written run under ``basedir``; otherwise the path itself.
-
-    With ``name``, ``latest`` is the newest run *of that config* (its
-    ``config.yaml`` has that ``name``): ``--config cartpole --resume latest``
-    must not pick up a run of another config that happened to write last.
-    A relative path that does not exist from the current directory is also
-    tried relative to ``basedir`` (so ``tag_continuous/experiment/2024...`` works).
-    """
-    basedir = Path(basedir)
-    if str(spec) == "latest":
-        if not basedir.is_dir():
-            raise FileNotFoundError(f"cannot resolve 'latest': run base directory {basedir} does not exist")
-        runs = find_run_dirs(basedir)
-        if name is not None:
-            runs = [r for r in runs if run_name(r) == name]
-        if not runs:
-            of = f" of config {name!r}" if name is not None else ""
-            raise FileNotFoundError(f"cannot resolve 'latest': no run directory{of} (with {RUN_MARKER}) under {basedir}")
-        # Ties (same mtime granularity) break on the path: run names end in a sortable timestamp.
-        return max(runs, key=lambda p: (_activity_time(p), str(p)))
-    path = Path(spec)
-    if path.is_dir():
-        return path
-    if not path.is_absolute() and (basedir / path).is_dir():
-        return basedir / path
-    if path.exists():
-        raise NotADirectoryError(f"run directory {path} is not a directory")
-    raise FileNotFoundError(f"run directory {path} does not exist (also looked under {basedir})")
