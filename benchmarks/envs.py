@@ -29,7 +29,7 @@ from benchmarks.common import (
 )
 from warp_drive.backends import get_backend
 from warp_drive.consistency import host_arrays, random_actions
-from warp_drive.env_wrapper import EnvWrapper
+from warp_drive.wrapper import EnvWrapper
 from warp_drive.sampler import Sampler
 from warp_drive.training.run import limit_torch_threads
 

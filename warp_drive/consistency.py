@@ -22,7 +22,7 @@ import torch
 from gymnasium import spaces
 
 from warp_drive.data_manager import AT_RESET_SUFFIX, DONE, FOR_LOG_SUFFIX, TIMESTEP
-from warp_drive.env_wrapper import POOL_SUFFIX, EnvWrapper
+from warp_drive.wrapper import POOL_SUFFIX, EnvWrapper
 
 DEFAULT_ATOL = 1e-5
 DEFAULT_RTOL = 1e-5

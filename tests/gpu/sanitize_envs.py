@@ -20,7 +20,7 @@ import numpy as np
 
 from warp_drive.backends import get_backend
 from warp_drive.consistency import random_actions
-from warp_drive.env_wrapper import EnvWrapper
+from warp_drive.wrapper import EnvWrapper
 from warp_drive.registry import BUILTIN_ENVS
 
 # (env, num_envs, env_config, blocks_per_env): a few replicas each; the last

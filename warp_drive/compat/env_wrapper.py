@@ -1,0 +1,219 @@
+"""WarpDrive 2.7's ``EnvWrapper``: its keywords and names over :class:`warp_drive.wrapper.EnvWrapper`.
+
+``EnvWrapper(env_obj=... | env_name=..., env_config=, num_envs=, blocks_per_env=,
+env_backend=, env_registrar=, process_id=)``, the attributes ``n_agents``,
+``n_envs``, ``cuda_data_manager``, ``cuda_function_manager``,
+``cuda_function_feed``, ``env_backend``, and WarpDrive's return values (the first
+``reset()`` returns the first observations; resets return ``{}``).
+
+``env_backend="cpu"`` is the cpu executor, which runs the env's *kernel*
+(WarpDrive's "cpu" meant its Python step; call ``env_obj.step(actions)``
+directly for that). A WarpDrive-style env object (gym-style class whose
+``step()`` launches ``Cuda<Name>Step``) is translated by
+:mod:`warp_drive.compat.envs`.
+
+Every core wrapper counts as an instance of this class
+(``isinstance(build(config).env, warp_drive.env_wrapper.EnvWrapper)``): a
+WarpDrive program handed a wrapper this project built (a run's ``trainer.env``)
+accepts it, as WarpDrive's one class did.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from warp_drive import wrapper
+from warp_drive.compat.envs import as_environment, is_warpdrive_env
+from warp_drive.data_manager import DataManager
+from warp_drive.environment import Environment
+from warp_drive.function_manager import FunctionFeed, FunctionManager
+
+# WarpDrive's env_backend values; "numba" has no counterpart here.
+WARPDRIVE_BACKENDS = ("pycuda", "cpu", "numba")
+
+
+def make_env(env: Any, env_config: dict | None = None, env_registrar: Any = None) -> Environment:
+    """An environment from an instance, a class or a registered name, or a WarpDrive-style env adapted
+    by :func:`warp_drive.compat.envs.as_environment`."""
+    if is_warpdrive_env(env) or (isinstance(env, type) and not issubclass(env, Environment)
+                                 and hasattr(env, "get_data_dictionary")):
+        return as_environment(env, env_config, env_registrar=env_registrar)
+    return wrapper.make_env(env, env_config)
+
+
+def _registrar_class(env_registrar: Any, env_name: str) -> type:
+    """WarpDrive's ``env_registrar.get(name, backend)``: the class registered for a kernel
+    backend ("pycuda") first, since every backend here runs the kernel; else the "cpu" one."""
+    has_env = getattr(env_registrar, "has_env", None)
+    for key in ("pycuda", "cpu"):
+        if has_env is None or has_env(env_name, env_backend=key):
+            return env_registrar.get(env_name, env_backend=key)
+    raise KeyError(f"the EnvironmentRegistrar has no environment named {env_name!r} (for 'pycuda' or 'cpu'); "
+                   "register the class with @EnvironmentRegistrar().add(env_backend='pycuda')")
+
+
+def resolve_backend_name(backend: Any, env_backend: Any, use_cuda: Any) -> Any:
+    """Our ``backend=`` or WarpDrive's ``env_backend=`` / ``use_cuda=`` as one backend name."""
+    if use_cuda is not None:
+        warnings.warn("EnvWrapper(use_cuda=) is deprecated (WarpDrive 1.8): pass env_backend='pycuda' or 'cpu'",
+                      DeprecationWarning, stacklevel=3)
+        if env_backend is not None:
+            raise ValueError("pass env_backend= or the deprecated use_cuda=, not both")
+        env_backend = bool(use_cuda)
+    if isinstance(env_backend, bool):  # WarpDrive < 2.0: True -> its CUDA backend, False -> cpu
+        env_backend = "pycuda" if env_backend else "cpu"
+    if env_backend == "numba":
+        raise ValueError(
+            "env_backend='numba': WarpDrive's Numba kernels (Numba<Name>Step, Python @cuda.jit) have no executor here. "
+            "Write the step as a CUDA C kernel (Cuda<Name>Step in a .cu) and use env_backend='pycuda' on a GPU or "
+            "'cpu' (the same kernel compiled for the host)"
+        )
+    if env_backend is not None and backend is not None and env_backend != backend:
+        raise ValueError(f"backend={backend!r} and env_backend={env_backend!r} disagree; pass one of them")
+    if isinstance(backend, dict) or isinstance(env_backend, dict):
+        raise TypeError("EnvWrapper's third positional argument is backend; WarpDrive's positional order "
+                        "(env_obj, env_name, env_config, num_envs, ...) is not supported: pass env_config= by keyword")
+    chosen = backend if backend is not None else env_backend
+    return "auto" if chosen is None else chosen
+
+
+def _choose_env(env, env_obj, env_name, env_config, env_registrar) -> Environment:
+    """The env from our ``env`` or WarpDrive's ``env_obj`` / ``env_name`` keywords."""
+    given = [k for k, v in (("env", env), ("env_obj", env_obj), ("env_name", env_name)) if v is not None]
+    if env_obj is not None and env_name is not None:
+        given.remove("env_name")  # WarpDrive: env_obj wins; env_name and env_config go unused
+    if len(given) != 1:
+        raise TypeError("EnvWrapper needs one environment: env (or WarpDrive's env_obj), or env_name with "
+                        f"env_config; got {', '.join(given) or 'none'}")
+    if env_obj is not None:
+        return make_env(env_obj, None if env_name is not None else env_config, env_registrar)
+    if env_name is not None:
+        if env_registrar is not None:
+            return make_env(_registrar_class(env_registrar, env_name), env_config, env_registrar)
+        return make_env(env_name, env_config)
+    return make_env(env, env_config, env_registrar)
+
+
+class _AcceptsCoreWrappers(type):
+    """``isinstance(core_wrapper, EnvWrapper)`` holds: see the module docstring."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, wrapper.EnvWrapper)
+
+
+class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
+    """WarpDrive's ``EnvWrapper``: our keywords (those of :class:`warp_drive.wrapper.EnvWrapper`) and WarpDrive's.
+
+    WarpDrive's keywords: ``env_obj`` (as ``env``; ``env_name``/``env_config``
+    are then ignored, as WarpDrive did), ``env_name`` with ``env_config`` (from
+    ``env_registrar`` when given, else our registry), ``env_backend``
+    ("pycuda", "cpu" = the cpu executor, "numba" refused; a bool as its
+    deprecated ``use_cuda``; none given means "auto", not WarpDrive's Python
+    mode), ``env_registrar`` (also the source of the env's ``.cu`` path),
+    ``process_id`` (recorded). ``event_messenger`` is accepted and unused:
+    builds go through a process-safe cache, so no process waits for another's
+    compile. ``testing_mode`` (WarpDrive's prebuilt test fatbin) is refused:
+    kernels are always built from source, and cached.
+    """
+
+    def __init__(
+        self,
+        env: Any = None,
+        num_envs: int | None = None,
+        backend: Any = None,
+        blocks_per_env: int | None = None,
+        seed: int | None = None,
+        env_config: dict | None = None,
+        reset_pool_size: int = 1000,
+        validate_actions: bool | None = None,
+        *,
+        defines: dict | None = None,
+        env_obj: Any = None,
+        env_name: str | None = None,
+        env_backend: Any = None,
+        env_registrar: Any = None,
+        process_id: int = 0,
+        use_cuda: bool | None = None,
+        testing_mode: bool = False,
+        testing_bin_filename: str | None = None,
+        event_messenger: Any = None,
+    ):
+        if isinstance(num_envs, str):
+            raise TypeError(f"EnvWrapper's second positional argument is num_envs, got {num_envs!r}; WarpDrive's "
+                            "positional order (env_obj, env_name, ...) is not supported: pass env_name= by keyword")
+        if testing_mode or testing_bin_filename is not None:
+            raise ValueError("testing_mode / testing_bin_filename loaded WarpDrive's prebuilt test binaries; kernels "
+                             "here are built from their .cu source (and cached): drop those arguments")
+        backend_name = resolve_backend_name(backend, env_backend, use_cuda)  # bad names fail before any build
+        chosen = _choose_env(env, env_obj, env_name, env_config, env_registrar)
+        self.process_id = int(process_id)
+        super().__init__(chosen, 1 if num_envs is None else num_envs, backend_name, blocks_per_env, seed,
+                         reset_pool_size=reset_pool_size, validate_actions=validate_actions, defines=defines)
+        self.cuda_function_feed = FunctionFeed(self.data_manager)
+
+    # ------------------------------------------------------------ WarpDrive's return values
+    def step_all_envs(self, actions: Any = None) -> None:
+        """As the core's; ``actions`` is refused: the kernel reads ``sampled_actions`` on the
+        device. (WarpDrive's ``env_backend="cpu"`` took per-agent action dicts and ran the
+        env's Python step; its GPU modes ignored the argument.)"""
+        if actions is not None:
+            raise TypeError(
+                f"{self.name}: step_all_envs() takes no actions; write them into wrapper.actions (the device array "
+                "'sampled_actions') and read wrapper.obs / rewards / done. WarpDrive's env_backend='cpu' ran the "
+                "env's Python step(actions); here 'cpu' runs its kernel on the cpu executor. For the Python step, "
+                "call the env object's own step(actions)"
+            )
+        super().step_all_envs()
+
+    step = step_all_envs
+
+    def reset_all_envs(self) -> dict:
+        """As WarpDrive's: the first call returns the first observations, one env's
+        ``{agent id: observation}`` (a WarpDrive-style env's own ``reset()`` result;
+        for our envs env 0's row of ``observations``, which every env shares unless
+        the env has reset pools); later calls return ``{}``, the arrays being updated
+        in place on the device."""
+        first_call = self._first_reset_pending
+        super().reset_all_envs()
+        if not first_call:
+            return {}
+        first = self.env.first_observations
+        if first is not None:
+            return first
+        obs = self.data_manager.pull_data_from_device("observations")
+        return {agent: obs[0, agent] for agent in range(self.num_agents)}
+
+    reset = reset_all_envs
+
+    def reset_only_done_envs(self, undo_done_after_reset: bool = True) -> dict:
+        """As the core's; returns ``{}`` (WarpDrive's return: the arrays change in place)."""
+        super().reset_only_done_envs(undo_done_after_reset)
+        return {}
+
+    def custom_reset_all_envs(self, args: list | None = None, block=None, grid=None) -> dict:
+        """As the core's; returns ``{}`` as WarpDrive's did."""
+        super().custom_reset_all_envs(args, block, grid)
+        return {}
+
+    # ------------------------------------------------------------ WarpDrive's names
+    @property
+    def n_agents(self) -> int:
+        return self.num_agents
+
+    @property
+    def n_envs(self) -> int:
+        return self.num_envs
+
+    @property
+    def cuda_data_manager(self) -> DataManager:
+        return self.data_manager
+
+    @property
+    def cuda_function_manager(self) -> FunctionManager:
+        return self.function_manager
+
+    @property
+    def env_backend(self) -> str:
+        """The executor's name: "cpu" (kernels built for the host) or "pycuda"."""
+        return self.backend.name

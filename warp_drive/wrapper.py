@@ -1,0 +1,389 @@
+"""``EnvWrapper``: many replicas of one environment, stepped by one kernel launch.
+
+It pushes the environment's arrays to the device once, pushes its pools of
+random start states, builds and binds its step kernel, and from then on every
+call is a kernel launch on arrays that live on the device:
+
+* ``step_all_envs()`` — one launch steps every replica;
+* ``reset_only_done_envs()`` — kernels read ``_done_`` on the device and reset
+  only those replicas (no ``done.any()`` round trip to the host);
+* ``reset_all_envs()`` — the same kernels, forced.
+
+``obs``, ``rewards`` and ``done`` are the device tensors the kernels write.
+
+Safety checks: at construction, ``observations`` and ``sampled_actions`` must
+hold each agent's declared space (besides the (num_envs, num_agents) shape);
+every ``step_all_envs`` first checks that the step's bound arrays were not
+resized or re-pointed since the bind (a stale pointer would corrupt memory)
+and, with ``validate_actions`` (default on the cpu executor, off on a GPU where
+it would be a host sync per step), that discrete actions are inside their
+spaces (:meth:`EnvWrapper.check_actions`, callable explicitly).
+
+WarpDrive 2.7's constructor keywords and attribute names (``env_obj``,
+``env_name``, ``env_backend``, ``cuda_data_manager``, ...) are those of its
+subclass at WarpDrive's path, :mod:`warp_drive.env_wrapper` (written in
+:mod:`warp_drive.compat.env_wrapper`); this class takes only its own.
+
+Two optional hooks let an environment take part beyond the contract:
+
+* ``env.bind_step(wrapper)``: build and load its own kernels (with
+  ``wrapper.defines``) and return the zero-argument callable that
+  ``step_all_envs`` calls -- for envs that launch their own step, as WarpDrive's
+  did. Without it the wrapper builds ``cuda_source`` and binds ``step_kernel``.
+* ``env.cuda_defines``: compile-time defines merged under ``EnvWrapper(defines=)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from warp_drive.backends import get_backend
+from warp_drive.data_feed import DataFeed
+from warp_drive.data_manager import DONE, DataManager, convert_value
+from warp_drive.environment import (
+    AGENT_PHASES,
+    TERMINATED,
+    THREAD_LAYOUTS,
+    THREADS_PER_AGENT,
+    THREADS_PER_ENV,
+    TRUNCATED,
+    Environment,
+)
+from warp_drive.function_manager import FunctionFeed, FunctionManager
+from warp_drive.registry import get_env_class
+from warp_drive.reset import EnvironmentReset
+from warp_drive.sampler import random_seed
+
+REQUIRED_ARRAYS = ("observations", "sampled_actions", "rewards")
+POOL_SUFFIX = "_reset_pool"
+FLAT_BLOCK = 256
+
+
+def make_env(env: Any, env_config: dict | None = None) -> Environment:
+    """An environment instance from an instance, a class, or a registered name."""
+    if isinstance(env, str):
+        env = get_env_class(env)
+    if isinstance(env, type) and issubclass(env, Environment):
+        return env(**(env_config or {}))
+    if isinstance(env, Environment):
+        if env_config:
+            raise ValueError("env_config applies when the environment is given as a class or a name, not an instance")
+        return env
+    what = env.__name__ if isinstance(env, type) else type(env).__name__
+    raise TypeError(f"{what} is not a warp_drive Environment (an instance, its class or its registered name). "
+                    "A WarpDrive-style env (a gym-style class whose step() launches Cuda<Name>Step) goes through "
+                    "WarpDrive's own path: from warp_drive.env_wrapper import EnvWrapper; EnvWrapper(env_obj=...)")
+
+
+class EnvWrapper:
+    """``num_envs`` replicas of one environment on one device (see the module docstring).
+
+    ``env``: an Environment instance, class or registered name; ``num_envs``;
+    ``backend`` ("auto", "cpu", "cpu-gpu", "pycuda" or a Backend);
+    ``blocks_per_env``; ``seed``; ``env_config`` (constructor arguments when
+    ``env`` is a class or a name); ``reset_pool_size``; ``validate_actions``;
+    ``defines`` (compile-time defines for the env's kernel, over the env's
+    ``cuda_defines``).
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        num_envs: int = 1,
+        backend: Any = "auto",
+        blocks_per_env: int | None = None,
+        seed: int | None = None,
+        env_config: dict | None = None,
+        reset_pool_size: int = 1000,
+        validate_actions: bool | None = None,
+        *,
+        defines: dict | None = None,
+    ):
+        if isinstance(num_envs, str):
+            raise TypeError(f"EnvWrapper's second positional argument is num_envs, got {num_envs!r}")
+        self.env = self._make_env(env, env_config)
+        self.num_envs = int(num_envs)
+        self.seed = random_seed() if seed is None else int(seed)
+        self.backend = get_backend(backend)
+        env_ = self.env
+        self.defines = {**(env_.cuda_defines or {}), **(defines or {})}
+        self.num_agents, self.episode_length = int(env_.num_agents), int(env_.episode_length)
+        requested_blocks = self._requested_blocks_per_env(blocks_per_env)
+
+        self.data_manager = DataManager(self.num_envs, self.num_agents, self.episode_length, backend=self.backend)
+        self.data_manager.push_data_to_device(env_.get_data_dictionary(self.num_envs))
+        self._check_required_arrays()
+        self._check_per_agent_sizes()
+        self._push_reset_pools(reset_pool_size)
+
+        self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
+        own_step = env_.bind_step
+        if own_step is not None:  # the env builds its kernels and launches its own step
+            self._step = own_step(self)
+        else:
+            self.function_manager.compile_and_load(env_.cuda_source_path(), defines=self.defines or None)
+            self._step = self._bind_step()
+        self._step_arguments = getattr(getattr(self._step, "_launch", None), "_packed", None)
+        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in self.env.step_args]
+        self._action_bounds = self._discrete_action_bounds()
+        # Range-checking actions is a reduction and a host sync per step: on by
+        # default where arrays live in host memory (the cpu executor: a few us),
+        # off on a GPU (call check_actions() or pass validate_actions=True).
+        if validate_actions is None:
+            validate_actions = self.backend.capabilities.memory == "host"
+        self.validate_actions = bool(validate_actions)
+        if env_.thread_layout == THREADS_PER_ENV:
+            self.blocks_per_env = 1
+        else:
+            grid = getattr(self._step, "grid", None)
+            self.blocks_per_env = grid[1] if grid is not None else self.function_manager.blocks_per_env
+        self.env_resetter = EnvironmentReset(self.function_manager, seed=self.seed)
+        # The env's optional Cuda<Name>Reset, launched by custom_reset_all_envs().
+        self.env_resetter.register_custom_reset_function(self.data_manager, f"Cuda{self.name}Reset")
+        # An env with host_first_reset (its Python reset() made the pushed state
+        # and the first observations) starts its first episode from that state;
+        # the others start from a device reset (pool draws).
+        self._host_first_reset = bool(env_.host_first_reset)
+        if not self._host_first_reset:
+            self._force_reset()
+        self._first_reset_pending = True
+
+    @staticmethod
+    def _make_env(env: Any, env_config: dict | None) -> Environment:
+        """The wrapped env; a subclass may accept more kinds of env (WarpDrive's does)."""
+        return make_env(env, env_config)
+
+    # ------------------------------------------------------------ setup
+    def _requested_blocks_per_env(self, requested: int | None) -> int | None:
+        layout = self.env.thread_layout
+        if layout not in THREAD_LAYOUTS:
+            raise ValueError(f"{self.env.name}.thread_layout must be one of {', '.join(map(repr, THREAD_LAYOUTS))}; "
+                             f"got {layout!r}")
+        if layout != THREADS_PER_AGENT and requested not in (None, 1):
+            raise ValueError(f"{self.env.name} runs one block per env (thread_layout {layout!r}); "
+                             "blocks_per_env does not apply")
+        return None if requested is None else int(requested)
+
+    def _check_required_arrays(self) -> None:
+        dm = self.data_manager
+        for name in REQUIRED_ARRAYS:
+            if not dm.is_data_on_device(name):
+                raise ValueError(f"{self.env.name}.get_data_dictionary() must define {name!r}")
+            shape = dm.get_shape(name)
+            if shape[:2] != (self.num_envs, self.num_agents):
+                raise ValueError(
+                    f"{self.env.name}: {name!r} has shape {shape}; expected ({self.num_envs}, {self.num_agents}, ...)"
+                )
+
+    def _check_per_agent_sizes(self) -> None:
+        """``observations`` and ``sampled_actions`` must hold as many values per
+        agent as the agent's declared space: the kernel indexes them by the
+        space's size, so a smaller array would be written or read past its end."""
+        dm = self.data_manager
+        for name, space_of in (("observations", self.env.observation_space), ("sampled_actions", self.env.action_space)):
+            per_agent = int(np.prod(dm.get_shape(name)[2:], dtype=np.int64))
+            for agent in range(self.num_agents):
+                space = space_of(agent)
+                shape = getattr(space, "shape", None)
+                if shape is None:
+                    continue
+                needed = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                if per_agent < needed:
+                    raise ValueError(
+                        f"{self.env.name}: {name!r} has shape {dm.get_shape(name)}, {per_agent} value(s) per agent, "
+                        f"but agent {agent}'s space {space} has {needed}; the step kernel would access it past its "
+                        f"end. Fix: allocate {name!r} as ({self.num_envs}, {self.num_agents}, *{tuple(shape)}) in "
+                        "get_data_dictionary()"
+                    )
+
+    def _discrete_action_bounds(self):
+        """``(low, high)`` int32 tensors broadcastable to the actions array, or None
+        (continuous actions, or spaces that do not fit the array)."""
+        from gymnasium import spaces
+
+        actions = self.actions
+        if actions.dtype != torch.int32:
+            return None
+        heads = int(np.prod(actions.shape[2:], dtype=np.int64)) if actions.dim() > 2 else 1
+        low = np.zeros((self.num_agents, heads), np.int64)
+        high = np.zeros((self.num_agents, heads), np.int64)
+        for agent in range(self.num_agents):
+            space = self.env.action_space(agent)
+            if isinstance(space, spaces.Discrete):
+                lo, hi = np.array([int(space.start)]), np.array([int(space.start + space.n - 1)])
+            elif isinstance(space, spaces.MultiDiscrete):
+                lo, hi = np.ravel(space.start), np.ravel(space.start + space.nvec - 1)
+            elif isinstance(space, spaces.MultiBinary):
+                lo, hi = np.zeros(int(np.prod(space.shape))), np.ones(int(np.prod(space.shape)))
+            else:
+                return None
+            if lo.size != heads:
+                return None
+            low[agent], high[agent] = lo, hi
+        shape = (1, self.num_agents, *actions.shape[2:])
+        as_tensor = lambda a: torch.from_numpy(a.astype(np.int32)).reshape(shape).to(actions.device)  # noqa: E731
+        return as_tensor(low), as_tensor(high)
+
+    def check_actions(self) -> None:
+        """Raise ValueError if ``sampled_actions`` holds a discrete action outside its
+        agent's action space (a kernel would index its tables out of bounds).
+
+        One reduction and one host sync; ``step_all_envs`` calls it on every step
+        when ``validate_actions`` is set (the default on the cpu executor).
+        """
+        if self._action_bounds is None:
+            return
+        low, high = self._action_bounds
+        actions = self.actions
+        bad = (actions < low) | (actions > high)
+        if not bool(bad.any()):
+            return
+        where = tuple(int(i) for i in torch.nonzero(bad)[0])
+        env, agent = where[0], where[1]
+        head = f", head {where[2]}" if len(where) > 2 else ""
+        lo, hi = int(low[(0, *where[1:])]), int(high[(0, *where[1:])])
+        raise ValueError(
+            f"{self.env.name}: sampled_actions[{', '.join(map(str, where))}] = {int(actions[where])} (env {env}, agent "
+            f"{agent}{head}) is outside agent {agent}'s action space {self.env.action_space(agent)}: valid actions "
+            f"are {lo}..{hi}. Fix: write actions in that range (the step kernel would index its tables out of bounds)"
+        )
+
+    def _push_reset_pools(self, pool_size: int) -> None:
+        pools = self.env.get_reset_pools(int(pool_size), np.random.default_rng(self.seed))
+        if not pools:
+            return
+        feed = DataFeed()
+        for target, pool in pools.items():
+            feed.add_pool_for_reset(target + POOL_SUFFIX, pool, target)
+        self.data_manager.push_data_to_device(feed)
+
+    def reseed(self, seed: int, reset: bool = True) -> None:
+        """Restart the start-state randomness from ``seed`` and (``reset``) reset every replica.
+
+        Pools are redrawn in place (same shapes: the reset kernels' pointer
+        tables stay valid) and the reset counter restarts, so with ``reset``
+        the state equals that of a new ``EnvWrapper(..., seed=seed)``. Without
+        it the replicas keep their state and draw from the new randomness at
+        their next reset (a Gymnasium ``reset(seed=, options={"reset_mask":})``
+        resets the masked replicas alone right after).
+        """
+        self.seed = int(seed)
+        dm = self.data_manager
+        targets = dm.reset_target_to_pool
+        if targets and self.env.redraw_reset_pools:
+            size = dm.get_shape(next(iter(targets.values())))[0]
+            pools = self.env.get_reset_pools(size, np.random.default_rng(self.seed))
+            if set(pools) != set(targets):
+                raise RuntimeError(f"{self.name}.get_reset_pools() returned pools for {sorted(pools)}; the wrapper "
+                                   f"was built with pools for {sorted(targets)}")
+            for target, pool in pools.items():
+                device_pool = dm.data_on_device_via_torch(targets[target])
+                host = np.ascontiguousarray(convert_value(targets[target], pool))
+                if tuple(host.shape) != tuple(device_pool.shape):
+                    raise RuntimeError(f"{self.name}: pool for {target!r} redrawn with shape {host.shape}; the device "
+                                       f"pool has {tuple(device_pool.shape)}")
+                device_pool.copy_(torch.from_numpy(host))
+        self.env_resetter.init_reset_pool(seed=self.seed)
+        if reset:
+            self._force_reset()
+
+    def _bind_step(self):
+        """The step launch: its geometry comes from the env's thread layout, the
+        kernel's own limits and the executor (FunctionManager.env_geometry)."""
+        args = FunctionFeed(self.data_manager)(self.env.step_args)
+        if self.env.thread_layout in (THREADS_PER_AGENT, AGENT_PHASES):
+            return self.function_manager.bind(self.env.step_kernel, args, layout=self.env.thread_layout)
+        block = min(FLAT_BLOCK, self.num_envs)
+        return self.function_manager.bind(
+            self.env.step_kernel, args, grid=(math.ceil(self.num_envs / block), 1, 1), block=(block, 1, 1)
+        )
+
+    # ------------------------------------------------------------ stepping
+    def step_all_envs(self) -> None:
+        """Advance every replica by one step (one launch).
+
+        The kernel reads the actions in ``sampled_actions`` (``wrapper.actions``)
+        on the device. Before the launch the step's bound arrays are checked
+        to still be the memory they were bound to (a resized or re-pointed
+        array raises instead of handing the kernel a stale pointer), and with
+        ``validate_actions`` the actions are range-checked (:meth:`check_actions`).
+        """
+        if self._step_arguments is not None:
+            self._step_arguments.verify(self._step_labels)
+        if self.validate_actions:
+            self.check_actions()
+        self._step()
+
+    def reset_only_done_envs(self, undo_done_after_reset: bool = True) -> None:
+        """Reset the replicas whose ``_done_`` flag is set, on the device."""
+        self.env_resetter.reset_when_done(self.data_manager, mode="if_done",
+                                          undo_done_after_reset=undo_done_after_reset)
+
+    def _force_reset(self) -> None:
+        self.env_resetter.reset_when_done(self.data_manager, mode="force_reset")
+
+    def reset_all_envs(self) -> None:
+        """Reset every replica (each draws a new start state where the env has pools).
+
+        For an env with ``host_first_reset`` the first call leaves the device
+        alone: the state its Python ``reset()`` made and pushed is the first
+        episode's start.
+        """
+        first_call, self._first_reset_pending = self._first_reset_pending, False
+        if not (first_call and self._host_first_reset):
+            self._force_reset()
+
+    def custom_reset_all_envs(self, args: list | None = None, block=None, grid=None) -> None:
+        """Launch the env's own reset kernel ``Cuda<Name>Reset`` on ``args`` (array or meta names).
+
+        The wrapper registers it when the env's module defines it; the kernel
+        chooses which envs it resets.
+        """
+        self.env_resetter.custom_reset(args=args, block=block, grid=grid)
+
+    def init_reset_pool(self, seed: int | None = None) -> None:
+        """Restart the pool draws of resets from ``seed`` (a random seed when None)."""
+        self.env_resetter.init_reset_pool(self.data_manager, seed)
+
+    # ------------------------------------------------------------ device views
+    @property
+    def obs(self) -> torch.Tensor:
+        return self.data_manager.data_on_device_via_torch("observations")
+
+    @property
+    def rewards(self) -> torch.Tensor:
+        return self.data_manager.data_on_device_via_torch("rewards")
+
+    @property
+    def actions(self) -> torch.Tensor:
+        return self.data_manager.data_on_device_via_torch("sampled_actions")
+
+    @property
+    def done(self) -> torch.Tensor:
+        """``(num_envs,)`` int32: 0 running, 1 terminated, 2 truncated (time limit)."""
+        return self.data_manager.data_on_device_via_torch(DONE)
+
+    @property
+    def terminated(self) -> torch.Tensor:
+        return self.done == TERMINATED
+
+    @property
+    def truncated(self) -> torch.Tensor:
+        return self.done == TRUNCATED
+
+    # ------------------------------------------------------------ spaces
+    @property
+    def observation_spaces(self) -> dict[int, Any]:
+        return {agent: self.env.observation_space(agent) for agent in range(self.num_agents)}
+
+    @property
+    def action_spaces(self) -> dict[int, Any]:
+        return {agent: self.env.action_space(agent) for agent in range(self.num_agents)}
+
+    @property
+    def name(self) -> str:
+        return self.env.name
