@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from warp_drive.training.algorithms import Batch, compute_gae, explained_variance, policy_update
+from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, compute_gae, explained_variance, ppo_update
 
 GAMMA, LAM = 0.9, 0.8
 REWARDS = torch.tensor([[1.0], [2.0], [3.0]])
@@ -81,10 +81,10 @@ def make_batch(model, n=256, stale=0.0):
 
 def update(model, batch, algorithm="PPO", lr=0.5, **kw):
     args = dict(algorithm=algorithm, clip_param=0.05, clip_value_loss=False, entropy_coef=0.0, vf_coef=0.5,
-                max_grad_norm=None, normalize_advantage=True, num_epochs=2, num_minibatches=4, target_kl=None,
-                generator=torch.Generator().manual_seed(0))
+                max_grad_norm=None, normalize_advantage=True, num_epochs=2, num_minibatches=4, target_kl=None)
     args.update(kw)
-    return policy_update(model, torch.optim.SGD(model.parameters(), lr=lr), batch, **args)
+    return ppo_update(model, torch.optim.SGD(model.parameters(), lr=lr), batch, PPOSettings(**args),
+                      UpdateHooks(generator=torch.Generator().manual_seed(0)))
 
 
 def test_ppo_ratio_moves_after_the_first_minibatch_and_the_clip_engages():

@@ -226,11 +226,14 @@ def test_train_resume_and_evaluate_through_run(tmp_path):
 
 
 def test_warpdrive_actor_critic_files_save_and_load(tmp_path):
-    trainer = build(small(basedir=str(tmp_path)))
+    """WarpDrive's TrainerDDPG (compat/) writes and reads its actor/critic model files."""
+    from warp_drive.training.trainers.trainer_ddpg import TrainerDDPG
+
+    trainer = build(small(basedir=str(tmp_path)), trainer_class=TrainerDDPG)
     trainer.iterate()
     written = trainer._write_models()
     assert sorted(p.name for p in written) == ["shared_actor_32.state_dict", "shared_critic_32.state_dict"]
-    other = build(small(basedir=str(tmp_path)))
+    other = build(small(basedir=str(tmp_path)), trainer_class=TrainerDDPG)
     other.load_model_checkpoint({"shared": {"actor": written[0], "critic": written[1]}})
     model, loaded = trainer.policies["shared"].model, other.policies["shared"].model
     for part in ("actor", "critic"):
@@ -251,8 +254,7 @@ def test_ddpg_config_errors_name_the_key():
 
 def test_ddpg_refuses_discrete_actions():
     with pytest.raises(ValueError, match=r"DDPG needs a Box\(shape=\(D,\)\) action space"):
-        build(config("cartpole", "policy.shared.algorithm=DDPG", "policy.shared.num_epochs=1",
-                     "policy.shared.num_minibatches=1"))
+        build(config("pendulum_ddpg", "env.name=CartPole", "env.config.episode_length=500"))
 
 
 def test_n_step_and_ou_noise_train():

@@ -50,10 +50,11 @@ def test_migration_guide_is_a_page(site):
 
 def test_api_reference_documents_public_classes(site):
     html = read(site, "api/environments.html")
-    assert 'id="warp_drive.env_wrapper.EnvWrapper"' in html
-    assert 'id="warp_drive.env_wrapper.EnvWrapper.step_all_envs"' in html
+    assert 'id="warp_drive.wrapper.EnvWrapper"' in html
+    assert 'id="warp_drive.wrapper.EnvWrapper.step_all_envs"' in html
     training = read(site, "api/training.html")
-    assert 'id="warp_drive.training.trainer.Trainer"' in training
+    assert 'id="warp_drive.training.ppo_trainer.PPOTrainer"' in training
+    assert 'id="warp_drive.training.ppo.ppo_update"' in training
     assert 'id="warp_drive.training.config.load_config"' in training
 
 

@@ -15,7 +15,7 @@ import torch
 from warp_drive.example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.registry import register_env
-from warp_drive.training.algorithms import NonFiniteError
+from warp_drive.training.guards import NonFiniteError
 from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build

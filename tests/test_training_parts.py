@@ -515,7 +515,7 @@ class TestRender:
     def test_tag_episode_gif(self, tmp_path):
         from PIL import Image
 
-        from warp_drive.training.render import render_tag_episode
+        from warp_drive.rendering import render_tag_episode
 
         T, N = 6, 5
         rng = np.random.default_rng(0)
@@ -537,7 +537,7 @@ class TestRender:
     def test_gridworld_episode_gif(self, tmp_path):
         from PIL import Image
 
-        from warp_drive.training.render import render_gridworld_episode
+        from warp_drive.rendering import render_gridworld_episode
 
         T = 4
         xs = np.array([[5, 5, 5, 0], [5, 6, 4, 1], [5, 6, 4, 2], [5, 7, 3, 2], [5, 7, 3, 3]])
@@ -547,7 +547,7 @@ class TestRender:
             assert im.n_frames == T + 1
 
     def test_bad_inputs(self, tmp_path):
-        from warp_drive.training.render import render_gridworld_episode, render_tag_episode
+        from warp_drive.rendering import render_gridworld_episode, render_tag_episode
 
         with pytest.raises(ValueError, match=r"\(T\+1, N\)"):
             render_tag_episode(tmp_path / "x.gif", np.zeros((3, 2)), np.zeros((3, 3)), [1, 0], None, 1.0)

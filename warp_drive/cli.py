@@ -183,9 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="data-parallel training with N processes on this machine (via torchrun): one GPU each, "
                        "or, without GPUs, N processes sharing the CPU on the cpu executor (default: 1, or a "
                        "WarpDrive config's trainer.num_gpus)")
-    train.add_argument("--results_dir", "--results-dir", dest="results_dir", metavar="NAME", default=None,
-                       help="the run directory's name under saving.basedir/name/tag instead of a timestamp (new or "
-                       "empty)")
+    train.add_argument("--run-name", "--results_dir", "--results-dir", dest="results_dir", metavar="NAME",
+                       default=None, help="the run directory's name under saving.basedir/name/tag instead of a "
+                       "timestamp (new or empty; --results_dir is WarpDrive's name for it)")
     train.add_argument("--no-evaluate", dest="evaluate", action="store_false",
                        help="skip the evaluation episodes before and after training, their summary and the "
                        "episode GIF (checkpoints and metrics are written as usual)")
@@ -297,7 +297,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     callbacks = [load_callback(spec) for spec in args.callbacks]
     if "LOCAL_RANK" not in os.environ:  # a torchrun worker binds its GPU first (distributed.init), then starts it
         check_backend(config.trainer.backend)
-    extra = {"results_dir": args.results_dir} if args.results_dir is not None else {}
+    extra = {"run_name": args.results_dir} if args.results_dir is not None else {}
     extra.update({"callbacks": callbacks} if callbacks else {})
     extra.update({"track": True} if args.track else {})
     extra.update({"evaluate": False} if not args.evaluate else {})

@@ -141,7 +141,7 @@ class Environment(abc.ABC):
         ``frames[name]`` is ``(T + 1, *per-env shape)`` for each name in
         ``render_arrays``: row 0 after the reset, row ``t`` after step ``t``,
         of one env. Anything constant (agent types, sizes) the env knows
-        itself. The helpers of ``warp_drive.training.render`` draw markers
+        itself. The helpers of ``warp_drive.rendering`` draw markers
         and polylines; this method stays NumPy/matplotlib, never executor code.
         """
         raise NotImplementedError(f"environment {type(self).__name__} has no renderer (set render_arrays and "

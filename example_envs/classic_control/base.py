@@ -179,7 +179,7 @@ class ClassicControlEnv(Environment):
 
     def render(self, frames: dict[str, np.ndarray], out_path):
         """GIF of one episode, each frame drawn from the state by ``draw_state`` (line segments)."""
-        from warp_drive.training.render import render_polylines_episode
+        from warp_drive.rendering import render_polylines_episode
 
         states = np.asarray(frames["state"], dtype=np.float64).reshape(len(frames["state"]), -1)
         limits, background = self.view()

@@ -1,4 +1,4 @@
-"""WarpDrive 2.7's ``generate_tag_env_rollout_animation(trainer)`` (tutorial 5), over ``warp_drive.training.render``.
+"""WarpDrive 2.7's ``generate_tag_env_rollout_animation(trainer)`` (tutorial 5), over ``warp_drive.rendering``.
 
 It returns what WarpDrive's returned: a ``matplotlib.animation.FuncAnimation``
 of one episode of env 0 with the trainer's current policies (sampled actions),
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from warp_drive.training import render
+from warp_drive import rendering as render
 
 
 def generate_tag_env_rollout_animation(

@@ -433,7 +433,7 @@ class TagContinuous(Environment):
 
     def render(self, frames: dict[str, np.ndarray], out_path):
         """GIF of one episode: taggers and runners on the square, tagged-out runners grey."""
-        from warp_drive.training.render import render_tag_episode
+        from warp_drive.rendering import render_tag_episode
 
         return render_tag_episode(out_path, frames["loc_x"], frames["loc_y"], self.agent_types == 1,
                                   frames["still_in_the_game"].astype(bool), float(self.grid_length),

@@ -249,7 +249,7 @@ class TagGridWorld(Environment):
 
     def render(self, frames: dict[str, np.ndarray], out_path):
         """GIF of one episode on the grid (agents sharing a cell fanned out around it)."""
-        from warp_drive.training.render import render_gridworld_episode
+        from warp_drive.rendering import render_gridworld_episode
 
         return render_gridworld_episode(out_path, frames["loc_x"], frames["loc_y"], self.agent_types == TAGGER,
                                         int(self.grid_length), title=self.name)

@@ -9,12 +9,14 @@ reading a config or listing shipped configs does not import torch.
 * ``configs/``: shipped run configs, one per example environment
 * ``schedules``: constant / linear / piecewise-linear hyper-parameter schedules
 * ``models``: actor-critic networks and the model registry (``models.factory``: WarpDrive's ``ModelFactory``)
-* ``algorithms``, ``trainer``: GAE, the A2C and PPO updates, the training loop
-* ``ddpg``: DDPG for Box actions (device replay buffer, target networks with ``tau``, OU or Gaussian noise)
-* ``warpdrive_methods``: WarpDrive 2.7's ``Trainer`` methods (``train()``, ``fetch_episode_states``, ...)
-* ``metrics``, ``checkpoint``, ``render``: CSV/TensorBoard logs, checkpoints, episode GIFs
+* ``policies``, ``rollout``: a policy's parts; ``OnDeviceTrainer``, the rollout every algorithm shares
+  (device buffers, env steps, episode tallies, evaluation episodes)
+* ``ppo``, ``ppo_trainer``: GAE and the A2C / PPO update as pure functions, and ``PPOTrainer`` over the rollout
+* ``ddpg``, ``ddpg_networks``: ``DDPGTrainer`` over the same rollout, and its networks, replay buffer and losses
+* ``guards``: NaN/inf checks around an update; ``algorithm_table``: the trainer class of each algorithm
+* ``metrics``, ``checkpoint``: CSV/TensorBoard logs, checkpoints (episode GIFs: ``warp_drive.rendering``)
 * ``run``: ``train()`` and ``evaluate()``
 * ``lightning``: ``WarpDriveModule`` / ``RolloutDataModule`` for ``lightning.Trainer`` (extra ``lightning``)
-* ``trainers``, ``utils``, ``pytorch_lightning``: WarpDrive 2.7's import paths, aliases of the above
-  (see ``docs/migrating_from_warpdrive.md``)
+* ``trainer``, ``trainers``, ``utils``, ``pytorch_lightning``: WarpDrive 2.7's import paths, re-exports of
+  ``warp_drive.compat`` (see ``docs/migrating_from_warpdrive.md``)
 """

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from warp_drive.training.config import RunConfig
     from warp_drive.training.distributed import Distributed
     from warp_drive.training.loggers import Logger
-    from warp_drive.training.trainer import Trainer
+    from warp_drive.training.rollout import OnDeviceTrainer as Trainer
 
 __all__ = ["Callback", "TrainingLoop", "ProgressBar", "MetricsLogger", "CheckpointSaver", "EpisodeRenderer",
            "EvaluationSummary", "emit", "emit_exception", "check_callback",

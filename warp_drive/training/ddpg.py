@@ -3,8 +3,8 @@
 A policy with ``algorithm: DDPG`` (every policy of the run: one trainer trains
 one family) learns off-policy. One iteration:
 
-1. rollout, ``rollout_length`` steps as for PPO (``Trainer.collect_rollout``'s
-   bookkeeping): the actor's tanh output ``a`` in ``[-1, 1]^D`` gets
+1. rollout, ``rollout_length`` steps through the shared rollout
+   (``training/rollout.py``): the actor's tanh output ``a`` in ``[-1, 1]^D`` gets
    exploration noise from the on-device sampler (``Sampler.sample`` on a
    policy-owned array ``ddpg_actions_<tag>`` registered with bounds -1..1:
    Gaussian, or Ornstein-Uhlenbeck with ``noise_damping``; its OU state
@@ -35,7 +35,7 @@ holds ``replay_buffer_size`` transitions on the data manager's device, and
 in a data-parallel run only the actor's and the critic's gradients are
 averaged (the targets follow them locally, identically on every rank).
 
-Policy keys (``config.PolicyConfig``): ``tau`` (0.005), ``lr`` (the actor's) and
+Policy keys (DDPG's config section): ``tau`` (0.005), ``lr`` (the actor's) and
 ``critic_lr`` (None: ``lr``), ``replay_buffer_size`` (1,000,000 transitions; one
 per agent per env step), ``batch_size`` (256), ``updates_per_iteration`` (None:
 ``rollout_length``, one gradient step per vectorised env step; off-policy
@@ -47,7 +47,8 @@ actions; no gradient step before them), ``noise_stddev`` (0.1, in units of
 is 0.1 here), ``noise_damping`` (None: Gaussian; a number: OU), ``n_step`` (1);
 ``model.fc_dims`` (actor), ``model.critic_fc_dims`` (None: ``fc_dims``),
 ``model.activation``, ``model.obs_normalization``; ``max_grad_norm`` clips
-each network's gradient. PPO/A2C keys (entropy, GAE, epochs, ...) are not used.
+each network's gradient. PPO/A2C keys (entropy, GAE, epochs, ...) are refused
+when the config loads (``config_sections.DDPGPolicyConfig`` has none).
 
 ``n_step`` > 1 uses n-step returns without off-policy correction (as
 WarpDrive): the last ``n_step - 1`` steps of a rollout wait for the next
@@ -66,9 +67,7 @@ rank resumes from.
 from __future__ import annotations
 
 import copy
-import io
 import math
-import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -76,225 +75,21 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 from gymnasium import spaces
-from torch import nn
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED
-from warp_drive.training.algorithms import NonFiniteError
-from warp_drive.training.checkpoint import _atomic_write
-from warp_drive.training.models import _ACTIVATIONS, RunningMeanStd
+from warp_drive.training.ddpg_networks import (DDPGModel, ReplayBuffer, actor_loss_of, critic_loss_of,
+                                               nstep_transitions, soft_update)
+from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, discard_nonfinite_returns
+from warp_drive.training.policies import Policy
+from warp_drive.training.rollout import OnDeviceTrainer
 from warp_drive.training.schedules import Schedule
-from warp_drive.training.trainer import Policy, Trainer
 
-__all__ = ["DDPGModel", "DDPGPolicy", "DDPGTrainer", "ReplayBuffer", "soft_update", "trainer_class", "uses_ddpg"]
+__all__ = ["DDPGModel", "DDPGPolicy", "DDPGTrainer", "ReplayBuffer", "actor_loss_of", "critic_loss_of",
+           "nstep_transitions", "soft_update"]
 
 NOISE_ARRAY = "ddpg_actions_{tag}"  # the policy's normalised actions in [-1, 1], written by the sampler
-FINAL_LAYER_INIT = 3e-3  # DDPG paper: final layers uniform in +-3e-3, so the first actions and Q values are ~0
 
 
-# ====================================================================== choosing the trainer
-def _algorithms(config: Any) -> dict[str, str]:
-    """{policy tag: algorithm} of a RunConfig, our config dict, or a WarpDrive run-config dict."""
-    policies = config.get("policy") if isinstance(config, Mapping) else getattr(config, "policy", None)
-    out = {}
-    for tag, section in (policies or {}).items():
-        algorithm = section.get("algorithm", "") if isinstance(section, Mapping) else getattr(section, "algorithm", "")
-        out[str(tag)] = str(algorithm or "").upper()
-    return out
-
-
-def uses_ddpg(config: Any) -> bool:
-    """True when any policy of ``config`` trains with DDPG."""
-    return "DDPG" in _algorithms(config).values()
-
-
-def trainer_class(config: Any) -> type[Trainer]:
-    """The trainer for ``config``: :class:`DDPGTrainer` when its policies use DDPG, else :class:`Trainer`.
-
-    The one place the class is chosen (``run.build`` and ``Trainer(...)`` itself
-    ask here), as WarpDrive's example script picked ``TrainerDDPG`` from the
-    algorithm.
-    """
-    return DDPGTrainer if uses_ddpg(config) else Trainer
-
-
-# ====================================================================== networks
-def _mlp(in_dim: int, dims: list[int], activation: str) -> list[nn.Module]:
-    layers: list[nn.Module] = []
-    for out_dim in dims:
-        layers += [nn.Linear(in_dim, out_dim), _ACTIVATIONS[activation]()]
-        in_dim = out_dim
-    return layers
-
-
-def _final(in_dim: int, out_dim: int) -> nn.Linear:
-    layer = nn.Linear(in_dim, out_dim)
-    nn.init.uniform_(layer.weight, -FINAL_LAYER_INIT, FINAL_LAYER_INIT)
-    nn.init.uniform_(layer.bias, -FINAL_LAYER_INIT, FINAL_LAYER_INIT)
-    return layer
-
-
-class DDPGModel(nn.Module):
-    """Actor ``mu(s) in [-1, 1]^D`` (tanh), critic ``Q(s, a)`` on normalised actions, and their targets.
-
-    One module so that checkpoints, ``warp-drive evaluate`` and the data-parallel
-    start (``broadcast_module``) see every network; the targets' parameters have
-    ``requires_grad=False``: no optimizer, gradient average or loss touches them.
-    With ``obs_normalization`` one running mean/std, shared by all four nets,
-    normalises observations (the replay buffer keeps raw ones).
-    """
-
-    def __init__(self, obs_dim: int, action_dim: int, config: Any):
-        super().__init__()
-        if config.type != "fully_connected":
-            raise ValueError(f"model.type {config.type!r}: DDPG builds its own fully connected actor and critic "
-                             f"(model.fc_dims, model.critic_fc_dims); user-registered models are for A2C/PPO")
-        if config.shared_trunk:
-            raise ValueError("model.shared_trunk: DDPG's actor reads s and its critic (s, a), so they cannot share "
-                             "a trunk; set shared_trunk false")
-        self.obs_dim, self.action_dim = int(obs_dim), int(action_dim)
-        fc, critic_fc = list(config.fc_dims), list(config.critic_fc_dims or config.fc_dims)
-        act = config.activation
-        self.obs_rms = RunningMeanStd(obs_dim) if config.obs_normalization else None
-        self.actor = nn.Sequential(*_mlp(obs_dim, fc, act), _final(fc[-1] if fc else obs_dim, action_dim), nn.Tanh())
-        self.critic = nn.Sequential(*_mlp(obs_dim + action_dim, critic_fc, act),
-                                    _final(critic_fc[-1] if critic_fc else obs_dim + action_dim, 1))
-        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-
-    def update_obs_normalization(self, obs: torch.Tensor) -> None:
-        if self.obs_rms is not None:
-            self.obs_rms.update(obs)
-
-    def _prepare(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.obs_rms.normalize(obs) if self.obs_rms is not None else obs
-
-    def act(self, obs: torch.Tensor, target: bool = False) -> torch.Tensor:
-        """Normalised actions ``(..., D)`` in [-1, 1]."""
-        return (self.actor_target if target else self.actor)(self._prepare(obs))
-
-    def q(self, obs: torch.Tensor, actions: torch.Tensor, target: bool = False) -> torch.Tensor:
-        """``Q(s, a)`` ``(...)`` for normalised actions."""
-        x = torch.cat([self._prepare(obs), actions], dim=-1)
-        return (self.critic_target if target else self.critic)(x).squeeze(-1)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(normalised action, its Q value)."""
-        a = self.act(obs)
-        return a, self.q(obs, a)
-
-
-@torch.no_grad()
-def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """``target <- (1 - tau) target + tau online``, parameter by parameter (Polyak averaging)."""
-    t_params, o_params = list(target.parameters()), list(online.parameters())
-    if len(t_params) != len(o_params):
-        raise ValueError("soft_update: the target and the online network differ in structure")
-    torch._foreach_lerp_(t_params, o_params, float(tau))
-
-
-# ====================================================================== replay buffer
-class ReplayBuffer:
-    """A ring of the last ``capacity`` transitions ``(obs, action, reward, discount, next_obs)``, on ``device``.
-
-    ``reward`` is the (n-step) discounted return and ``discount`` what multiplies
-    the bootstrap ``Q'(next_obs, mu'(next_obs))`` (0 after a termination).
-    ``add`` overwrites the oldest rows once full; ``sample`` draws uniformly from
-    the rows written so far. Nothing leaves the device but the sampled indices'
-    seed.
-    """
-
-    FIELDS = ("obs", "actions", "rewards", "discounts", "next_obs")
-
-    def __init__(self, capacity: int, obs_dim: int, action_dim: int, device: torch.device | str):
-        if int(capacity) < 1:
-            raise ValueError(f"replay buffer capacity must be >= 1, got {capacity}")
-        self.capacity, self.device = int(capacity), torch.device(device)
-        self.data = {
-            "obs": torch.zeros((self.capacity, obs_dim), device=self.device),
-            "actions": torch.zeros((self.capacity, action_dim), device=self.device),
-            "rewards": torch.zeros(self.capacity, device=self.device),
-            "discounts": torch.zeros(self.capacity, device=self.device),
-            "next_obs": torch.zeros((self.capacity, obs_dim), device=self.device),
-        }
-        self.pos = 0  # the next row to write
-        self.size = 0  # rows holding transitions
-
-    def __len__(self) -> int:
-        return self.size
-
-    def add(self, **batch: torch.Tensor) -> None:
-        """Append ``n`` transitions (each field ``(n, ...)``); with ``n > capacity`` only the last ``capacity`` stay."""
-        if set(batch) != set(self.FIELDS):
-            raise ValueError(f"ReplayBuffer.add takes {', '.join(self.FIELDS)}; got {', '.join(sorted(batch))}")
-        n = int(batch["rewards"].shape[0])
-        if n == 0:
-            return
-        skip = max(0, n - self.capacity)
-        rows = (self.pos + skip + torch.arange(n - skip, device=self.device)) % self.capacity
-        for name, values in batch.items():
-            self.data[name].index_copy_(0, rows, values[skip:].reshape(n - skip, *self.data[name].shape[1:])
-                                        .to(self.data[name].dtype))
-        self.pos = (self.pos + n) % self.capacity
-        self.size = min(self.capacity, self.size + n)
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        """``batch_size`` transitions drawn uniformly with replacement (``generator`` on the buffer's device)."""
-        if self.size == 0:
-            raise ValueError("cannot sample from an empty replay buffer")
-        index = torch.randint(self.size, (int(batch_size),), generator=generator, device=self.device)
-        return {name: values.index_select(0, index) for name, values in self.data.items()}
-
-    def state_dict(self) -> dict:
-        """Position, size and the filled rows (on the host)."""
-        return {"capacity": self.capacity, "pos": self.pos, "size": self.size,
-                **{name: values[: self.size].detach().cpu().clone() for name, values in self.data.items()}}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if int(state["capacity"]) != self.capacity:
-            raise ValueError(f"replay buffer of {state['capacity']} transitions saved; this one holds {self.capacity}")
-        self.pos, self.size = int(state["pos"]), int(state["size"])
-        for name, values in self.data.items():
-            values[: self.size].copy_(state[name])
-
-
-def nstep_transitions(obs, actions, rewards, done, final_obs, n: int, gamma: float) -> dict[str, torch.Tensor]:
-    """n-step transitions of every window ``s .. s+n-1`` that lies inside the ``L`` steps given.
-
-    Inputs are per step and row: ``obs (L, B, O)`` (before acting), ``actions (L,
-    B, D)``, ``rewards (L, B)``, ``done (L, B)`` (0, TERMINATED or TRUNCATED),
-    ``final_obs (L, B, O)`` (after the step, before any reset). A window stops at
-    the first step whose episode ended: ``R = sum_k gamma^k r_k`` up to it,
-    ``next_obs`` its ``final_obs`` and ``discount = gamma^(k+1)``, or 0 when it
-    terminated. Returns ``(L - n + 1) * B`` transitions (start-step-major).
-    """
-    L = rewards.shape[0]
-    W = L - n + 1
-    if W <= 0:
-        empty = obs.new_zeros((0,))
-        return {"obs": obs[:0].reshape(0, obs.shape[-1]), "actions": actions[:0].reshape(0, actions.shape[-1]),
-                "rewards": empty, "discounts": empty, "next_obs": obs[:0].reshape(0, obs.shape[-1])}
-    B = rewards.shape[1]
-    r = rewards.unfold(0, n, 1)  # (W, B, n)
-    d = done.unfold(0, n, 1)
-    ended = d > 0
-    # alive[k]: no episode end before step k of the window
-    alive = torch.cumprod(torch.cat([torch.ones_like(ended[..., :1]), ~ended[..., :-1]], dim=-1).to(r.dtype), -1)
-    powers = gamma ** torch.arange(n, device=r.device, dtype=r.dtype)
-    returns = (r * alive * powers).sum(-1)  # (W, B)
-    stop = ended.clone()
-    stop[..., -1] = True
-    j = stop.to(torch.int8).argmax(-1)  # the first end, else n - 1
-    last_done = d.gather(-1, j.unsqueeze(-1)).squeeze(-1)
-    discounts = gamma ** (j.to(r.dtype) + 1) * (last_done != TERMINATED).to(r.dtype)
-    step = torch.arange(W, device=r.device).unsqueeze(1) + j.long()  # (W, B): the step the window ends at
-    rows = torch.arange(B, device=r.device).expand(W, B)
-    next_obs = final_obs[step, rows]
-    return {"obs": obs[:W].reshape(W * B, -1), "actions": actions[:W].reshape(W * B, -1),
-            "rewards": returns.reshape(-1), "discounts": discounts.reshape(-1), "next_obs": next_obs.reshape(W * B, -1)}
-
-
-# ====================================================================== trainer
 @dataclass(eq=False)
 class DDPGPolicy(Policy):
     """A DDPG policy: ``model`` is a :class:`DDPGModel`, ``optimizer`` the actor's; plus the critic's
@@ -311,12 +106,11 @@ class DDPGPolicy(Policy):
         return self.low + (normalised + 1.0) * (0.5 * (self.high - self.low))
 
 
-class DDPGTrainer(Trainer):
-    """``Trainer`` whose policies learn with DDPG (see the module docstring); same constructor and methods."""
+class DDPGTrainer(OnDeviceTrainer):
+    """Trains every policy of one :class:`~warp_drive.wrapper.EnvWrapper` with DDPG (see the module docstring)."""
 
-    def __init__(self, *args, **kwargs):
-        self._device_generator: torch.Generator | None = None
-        super().__init__(*args, **kwargs)
+    # On a GPU, a generator on the device (made with the first policy); on cpu the trainer's own.
+    _device_generator: torch.Generator | None = None
 
     # ------------------------------------------------------------------ setup
     def _make_policy(self, tag: str, agent_ids: list[int]) -> Policy:
@@ -376,7 +170,7 @@ class DDPGTrainer(Trainer):
                                                  stddev=float(cfg.noise_stddev))
 
     def _allocate_buffers(self) -> None:
-        super()._allocate_buffers()  # obs, final_obs, actions (normalised here), rewards, values, ...
+        super()._allocate_buffers()  # obs, final_obs, actions (normalised here), rewards
         for p in self.policies.values():
             B, D = self.num_envs * len(p.agent_ids), int(p.action_space.shape[0])
             n = p.config.n_step
@@ -397,21 +191,19 @@ class DDPGTrainer(Trainer):
         """Normalised actions for ``obs`` (actor + noise, or uniform when ``random``), written into the env's
         action array in the Box's bounds; returns ``(normalised actions (B, D), None, None)``."""
         E, n, D = self.num_envs, len(p.agent_ids), int(p.action_space.shape[0])
-        started = time.perf_counter()
-        if random:
-            actions = torch.rand((E * n, D), generator=self.device_generator, device=self.device) * 2.0 - 1.0
-        else:
-            mean = p.model.act(obs)
-        self.timers["inference"] += time.perf_counter() - started
-        started = time.perf_counter()
-        if not random:
-            dm = self.env.data_manager
-            self.sampler.sample(dm, mean.reshape(E, n, D).float().contiguous(), p.action_name, argmax=greedy)
-            actions = dm.data_on_device_via_torch(p.action_name).reshape(E * n, D)
-        env_actions = self.env.actions
-        scaled = p.to_env_actions(actions).reshape(E, n, *env_actions.shape[2:])
-        env_actions.index_copy_(1, p.index, scaled.to(env_actions.dtype))
-        self.timers["sampling"] += time.perf_counter() - started
+        with self.timed("inference"):
+            if random:
+                actions = torch.rand((E * n, D), generator=self.device_generator, device=self.device) * 2.0 - 1.0
+            else:
+                mean = p.model.act(obs)
+        with self.timed("sampling"):
+            if not random:
+                dm = self.env.data_manager
+                self.sampler.sample(dm, mean.reshape(E, n, D).float().contiguous(), p.action_name, argmax=greedy)
+                actions = dm.data_on_device_via_torch(p.action_name).reshape(E * n, D)
+            env_actions = self.env.actions
+            scaled = p.to_env_actions(actions).reshape(E, n, *env_actions.shape[2:])
+            env_actions.index_copy_(1, p.index, scaled.to(env_actions.dtype))
         return actions, None, None
 
     @torch.no_grad()
@@ -449,22 +241,20 @@ class DDPGTrainer(Trainer):
         cfg = p.config
         return cfg.updates_per_iteration if cfg.updates_per_iteration is not None else self.rollout_length
 
-    def update(self, optimizers: Mapping[str, Any] | None = None,
-               backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:
+    def learn(self, optimizers: Mapping[str, Any] | None = None,
+              backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:
         """Store the rollout in the replay buffers, then DDPG's gradient steps for every trained policy."""
         if optimizers is not None or backward is not None:
             raise NotImplementedError("DDPG trains through its own optimizers (actor and critic per policy); "
                                       "train it with warp-drive train or Trainer.train(), not through Lightning")
-        started = time.perf_counter()
         metrics: dict[str, float] = {}
-        problem = self._nonfinite_rollout()
+        problem = describe_nonfinite_rollout(self.policies.values())
         if problem is not None:
             self._on_nonfinite(problem, restore=())
-            self._discard_nonfinite_returns()
+            discard_nonfinite_returns(self.policies.values())
             for p in self.policies.values():
                 p.carry["length"] = 0  # the bad steps must not complete a later window
             metrics["nonfinite/skipped_updates"] = float(self.skipped_updates)
-            self.timers["update"] += time.perf_counter() - started
             return metrics
         dist = self.distributed
         for p in self.policies.values():
@@ -481,7 +271,6 @@ class DDPGTrainer(Trainer):
                 metrics["nonfinite/skipped_updates"] = float(self.skipped_updates)
                 if self.on_nonfinite == "raise":
                     raise exc
-        self.timers["update"] += time.perf_counter() - started
         return metrics
 
     def _train_policy(self, p: DDPGPolicy) -> dict[str, float]:
@@ -561,67 +350,3 @@ class DDPGTrainer(Trainer):
                     p.carry[k].copy_(v)
         if self._device_generator is not None and "device_generator" in state:
             self._device_generator.set_state(state["device_generator"])
-
-    # ------------------------------------------------------------------ WarpDrive's model files
-    def _write_models(self):
-        """WarpDrive's DDPG files: ``<policy>_actor_<env steps>.state_dict`` and ``<policy>_critic_<...>``."""
-        written = []
-        for tag, p in self.policies.items():
-            for part in ("actor", "critic"):
-                path = self.save_dir / f"{tag}_{part}_{self.env_steps}.state_dict"
-                buffer = io.BytesIO()
-                torch.save({k: v.detach().cpu() for k, v in getattr(p.model, part).state_dict().items()}, buffer)
-                _atomic_write(path, buffer.getvalue())
-                written.append(path)
-                if self.verbose:
-                    print(f"Saved the {tag!r} {part} to {path}")
-        return written
-
-    def _load_policy_weights(self, tag: str, state: Mapping[str, Any], source: str) -> None:
-        """A whole :class:`DDPGModel` state (our checkpoints), or ``{actor: ..., critic: ...}`` (WarpDrive's
-        pair of files, either part alone too); the targets start as copies of the loaded networks."""
-        model = self.policies[tag].model
-        state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
-        parts = {k: v for k, v in state.items() if k in ("actor", "critic") and isinstance(v, Mapping)}
-        if parts and len(parts) == len(state):
-            for part, weights in parts.items():
-                net = getattr(model, part)
-                weights = {k[len("module."):] if k.startswith("module.") else k: v for k, v in weights.items()}
-                try:
-                    net.load_state_dict(weights)
-                except RuntimeError as exc:
-                    raise ValueError(f"{source}: not the {part} of policy {tag!r} as configured here ({exc}); "
-                                     f"weights trained by WarpDrive 2.7 itself have another layout") from None
-                getattr(model, f"{part}_target").load_state_dict(net.state_dict())
-            return
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ValueError(f"{source}: not a DDPG model of policy {tag!r} as configured here ({exc}); pass "
-                             f"{{actor: path, critic: path}} for WarpDrive-style actor/critic files") from None
-
-
-def critic_loss_of(model: DDPGModel, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(critic loss, mean Q) of one minibatch; the bootstrap target has no gradient.
-
-    ``target = reward + discount * Q'(next_obs, mu'(next_obs))``: ``discount`` is
-    0 for a terminated window and ``gamma^k`` otherwise (truncated windows
-    bootstrap).
-    """
-    with torch.no_grad():
-        next_q = model.q(batch["next_obs"], model.act(batch["next_obs"], target=True), target=True)
-        target = batch["rewards"] + batch["discounts"] * next_q
-    q = model.q(batch["obs"], batch["actions"])
-    critic_loss = torch.nn.functional.mse_loss(q, target)
-    return critic_loss, q.detach().mean()
-
-
-def actor_loss_of(model: DDPGModel, obs: torch.Tensor) -> torch.Tensor:
-    """``-mean Q(s, mu(s))`` through a frozen critic: its gradient reaches the actor's parameters alone
-    (WarpDrive 2.7 accumulated it into the critic's gradients too, reference §9.16)."""
-    model.critic.requires_grad_(False)
-    try:
-        return -model.q(obs, model.act(obs)).mean()
-    finally:
-        model.critic.requires_grad_(True)
-

@@ -1,7 +1,7 @@
 """WarpDrive 2.7's module path ``warp_drive.training.pytorch_lightning``: its Lightning names, ours underneath.
 
-``WarpDriveModule``, ``CUDACallback`` and ``PerfStatsCallback`` are the classes
-of :mod:`warp_drive.training.lightning` (one implementation), so tutorial 7
+``WarpDriveModule``, ``CUDACallback`` and ``PerfStatsCallback`` are written in
+:mod:`warp_drive.compat.lightning` over :mod:`warp_drive.training.lightning`, so tutorial 7
 runs with one change besides the backend name: the Lightning ``Trainer``
 comes from ``lightning`` (``from lightning import Trainer``) or
 ``lightning.pytorch``. These classes are ``lightning.pytorch`` classes; in
@@ -19,7 +19,8 @@ import warnings
 
 import lightning.pytorch
 
-from warp_drive.training.lightning import CUDACallback, PerfStatsCallback, RolloutDataModule, WarpDriveModule
+from warp_drive.compat.lightning import CUDACallback, PerfStatsCallback, WarpDriveModule
+from warp_drive.training.lightning import RolloutDataModule
 
 MIXED_IMPORT_HINT = (
     "WarpDriveModule, CUDACallback and PerfStatsCallback are lightning.pytorch classes, and a "

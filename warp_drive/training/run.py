@@ -41,7 +41,6 @@ import torch
 import yaml
 
 from warp_drive.backends import Backend, backend_class, get_backend
-from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.training import distributed
 from warp_drive.training.callbacks import (
     Callback,
@@ -65,28 +64,29 @@ from warp_drive.training.checkpoint import (
     resolve_run_dir,
 )
 from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, RunError, parse_yaml
-from warp_drive.training.ddpg import trainer_class
+from warp_drive.training.algorithm_table import trainer_class as trainer_for
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.loggers import check_wandb, wandb_enabled
-from warp_drive.training.trainer import Trainer
+from warp_drive.wrapper import EnvWrapper
+from warp_drive.training.rollout import OnDeviceTrainer
 
 log = logging.getLogger("warp_drive")
 
 
-def new_run_dir(config: RunConfig, results_dir: str | None = None) -> Path:
-    """``<basedir>/<name>/<tag>/<timestamp>``, or ``.../<results_dir>`` (WarpDrive's ``--results_dir``),
+def new_run_dir(config: RunConfig, run_name: str | None = None) -> Path:
+    """``<basedir>/<name>/<tag>/<timestamp>``, or ``.../<run_name>`` (WarpDrive's ``--run_name``),
     which must be new or empty: a second run's checkpoints beside the first's would be resumed as one run."""
     root = Path(config.saving.basedir)
     base = root / (config.saving.name or config.name) / config.saving.tag
     # The config refuses absolute and '..' parts; this catches anything that still resolves outside.
     if not base.resolve().is_relative_to(root.resolve()):
         raise ConfigError(f"saving: the run directory {base} is outside saving.basedir {root}")
-    if results_dir is not None:
-        path = base / str(results_dir)
-        if Path(str(results_dir)).is_absolute() or ".." in Path(str(results_dir)).parts or path == base:
-            raise ConfigError(f"results_dir: a directory name inside {base}, got {results_dir!r}")
+    if run_name is not None:
+        path = base / str(run_name)
+        if Path(str(run_name)).is_absolute() or ".." in Path(str(run_name)).parts or path == base:
+            raise ConfigError(f"run name: a directory name inside {base}, got {run_name!r}")
         if path.exists() and any(path.iterdir()):
-            raise RunError(f"results_dir: {path} exists and is not empty; pick another name, or continue that "
+            raise RunError(f"run name: {path} exists and is not empty; pick another name, or continue that "
                            f"run with --resume {path}")
         path.mkdir(parents=True, exist_ok=True)
         return path
@@ -115,23 +115,27 @@ def limit_torch_threads(backend: str | Backend | None) -> None:
         torch.set_num_threads(int(os.environ.get("WARP_DRIVE_TORCH_THREADS", "1")))
 
 
-def build(config: RunConfig, dist: Distributed | None = None) -> Trainer:
-    """The env and the trainer of ``config``; with ``dist``, rank r's envs, sampler and torch RNG use ``seed + r``."""
+def build(config: RunConfig, dist: Distributed | None = None,
+          trainer_class: type[OnDeviceTrainer] | None = None) -> OnDeviceTrainer:
+    """The env and the trainer of ``config``; with ``dist``, rank r's envs, sampler and torch RNG use ``seed + r``.
+
+    ``trainer_class``: by default the algorithm table's (``training/algorithm_table.py``)."""
     limit_torch_threads(get_backend(config.trainer.backend))
     if dist is not None:
         config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
     env = EnvWrapper(config.env.name, config.trainer.num_envs, backend=config.trainer.backend,
                      seed=config.trainer.seed, env_config=dict(config.env.config))
 
-    return trainer_class(config)(env, config, distributed=dist)
+    return (trainer_class or trainer_for(config))(env, config, distributed=dist)
 
 
 def train(config: RunConfig, resume: str | None = None, progress: bool = True,
-          results_dir: str | None = None, callbacks: Sequence[Callback] = (), track: bool = False,
+          run_name: str | None = None, callbacks: Sequence[Callback] = (), track: bool = False,
           evaluate: bool = True) -> Path:
     """Train ``config`` (or resume a run); a rank of a distributed run when started by torchrun.
 
-    ``results_dir``: the run directory's last part instead of a timestamp (WarpDrive's ``--results_dir``).
+    ``run_name``: the run directory's last part instead of a timestamp (the CLI's ``--run-name``, WarpDrive's
+    ``--results_dir``).
     ``callbacks``: run after the built-in ones (``callbacks.py``). ``track``: also log to Weights & Biases.
     ``evaluate``: play one episode in every env before and after training, print the summary and draw
     the episode GIF (``False``: none of it, for runs that only need the checkpoints and metrics).
@@ -140,9 +144,9 @@ def train(config: RunConfig, resume: str | None = None, progress: bool = True,
         check_wandb(config.saving.wandb)  # before a run directory is made
     built_in = default_callbacks(progress, track, evaluate)
     if not distributed.launched_by_torchrun():
-        return _train(config, resume, None, results_dir, [*built_in, *callbacks])
+        return _train(config, resume, None, run_name, [*built_in, *callbacks])
     dist = distributed.init(config.trainer.backend)
-    run_dir = _train(config, resume, dist, results_dir, [*built_in, *callbacks])
+    run_dir = _train(config, resume, dist, run_name, [*built_in, *callbacks])
     # Only on success: after a failure a peer may be gone, and torchrun tears the group down anyway.
     distributed.shutdown()
     return run_dir
@@ -229,7 +233,7 @@ def claim_run_dir(config: RunConfig, run_dir: str | Path | None, resuming: bool)
     return path, lock
 
 
-def train_trainer(trainer: Trainer, run_dir: Path, callbacks: list[Callback], progress: bool = False) -> Path:
+def train_trainer(trainer: OnDeviceTrainer, run_dir: Path, callbacks: list[Callback], progress: bool = False) -> Path:
     """Train an already built ``trainer`` in ``run_dir`` (created by the caller), holding the run's lock;
     ``callbacks`` come after the progress bar, metrics and checkpoints (``Trainer.train()``, WarpDrive's API)."""
     lock = RunLock(run_dir).acquire()
@@ -241,7 +245,7 @@ def train_trainer(trainer: Trainer, run_dir: Path, callbacks: list[Callback], pr
         lock.release()
 
 
-def _train(config: RunConfig, resume: str | None, dist: Distributed | None, results_dir: str | None,
+def _train(config: RunConfig, resume: str | None, dist: Distributed | None, run_name: str | None,
            callbacks: list[Callback]) -> Path:
     main = dist is None or dist.is_main
     lock = None
@@ -253,7 +257,7 @@ def _train(config: RunConfig, resume: str | None, dist: Distributed | None, resu
                 lock = RunLock(run_dir).acquire()
                 remove_stale_temp_files(run_dir, before=time.time())  # the lock excludes any live writer
             else:
-                run_dir = new_run_dir(config, results_dir)
+                run_dir = new_run_dir(config, run_name)
                 lock = RunLock(run_dir).acquire()
                 write_run_config(run_dir, config)
         if dist is not None:
@@ -298,7 +302,7 @@ def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
     return loop.run_dir
 
 
-def due(trainer: Trainer, every: int) -> bool:
+def due(trainer: OnDeviceTrainer, every: int) -> bool:
     """Whether the iteration just ended is one of every ``every``-th, or the run's last (logs, checkpoints)."""
     return trainer.iteration % every == 0 or trainer.iteration == trainer.num_iterations
 
@@ -309,7 +313,7 @@ def logged_metrics(loop: TrainingLoop, metrics: dict[str, float]) -> dict[str, f
     return merged
 
 
-def gather_metrics(trainer: Trainer, metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+def gather_metrics(trainer: OnDeviceTrainer, metrics: dict[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     """(this rank's, every rank's) metrics of a log step: the iteration's ``metrics`` plus the episodes ended
     since the last log step, aggregated over ranks in a distributed run (a collective: every rank calls it).
 

@@ -93,7 +93,7 @@ class ModelFactory:
         """The model class registered as ``model_name`` (WarpDrive's built-in keys included)."""
         if model_name in _DDPG_KEYS:
             # debt (structure issue): WarpDrive's ModelFactory, and ddpg imports models
-            from warp_drive.training.ddpg import DDPGModel
+            from warp_drive.training.ddpg_networks import DDPGModel
 
             return DDPGModel
         if model_name not in models.registered_models():

@@ -1,7 +1,5 @@
-"""WarpDrive 2.7's ``TrainerA2C``: this project's Trainer (A2C and PPO from the config's ``algorithm``)."""
+"""WarpDrive 2.7's ``TrainerA2C``: A2C and PPO from the config's ``algorithm`` (:mod:`warp_drive.compat.trainer`)."""
 
-from warp_drive.training.trainer import Trainer
-
-TrainerA2C = Trainer
+from warp_drive.compat.trainer import TrainerA2C
 
 __all__ = ["TrainerA2C"]

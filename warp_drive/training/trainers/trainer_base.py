@@ -1,7 +1,6 @@
-"""WarpDrive 2.7's ``trainer_base``: ``TrainerBase`` and ``PerfStats`` are this project's."""
+"""WarpDrive 2.7's ``trainer_base``: ``TrainerBase`` and ``PerfStats`` (:mod:`warp_drive.compat.trainer`)."""
 
-from warp_drive.training.trainer import Trainer
-from warp_drive.training.warpdrive_methods import PerfStats
+from warp_drive.compat.trainer import PerfStats, Trainer
 
 TrainerBase = Trainer
 

@@ -1,8 +1,5 @@
-"""WarpDrive 2.7's ``TrainerDDPG``: this project's Trainer; a policy trains with DDPG when its config says
-``algorithm: DDPG``."""
+"""WarpDrive 2.7's ``TrainerDDPG`` (:mod:`warp_drive.compat.trainer`)."""
 
-from warp_drive.training.trainer import Trainer
-
-TrainerDDPG = Trainer
+from warp_drive.compat.trainer import TrainerDDPG
 
 __all__ = ["TrainerDDPG"]

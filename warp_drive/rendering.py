@@ -3,7 +3,8 @@
 Environments draw themselves (``Environment.render``) with the helpers here:
 ``render_tag_episode`` / ``render_gridworld_episode`` (agents as markers) and
 ``render_polylines_episode`` (any drawing made of line segments: a cart and
-pole, a pendulum, a car on a hill, a two-link arm).
+pole, a pendulum, a car on a hill, a two-link arm). The module belongs to the
+env layer, so an env imports it without the training stack.
 
 Drawn with an explicit ``matplotlib.figure.Figure`` on a ``FigureCanvasAgg``
 instead of ``pyplot``: no global figure registry, no backend switch that would

@@ -1,13 +1,13 @@
 """WarpDrive 2.7's ``Trainer`` methods and keywords, over this project's one implementation.
 
-:class:`WarpDriveTrainerMethods` is a base class of
-:class:`~warp_drive.training.trainer.Trainer`: ``train()``,
-``fetch_episode_states``, ``evaluate_episodes``, ``save_model_checkpoint``,
-``load_model_checkpoint``, ``graceful_close`` and ``perf_stats`` as WarpDrive
-programs call them. Each is written over what the Trainer already has (the loop
-of ``training/run.py``, ``run_episodes``, the checkpoint module), so there is no
-second training loop; they live here so that ``trainer.py`` stays the
-readable core (rollout, update, state) and this file the compatibility surface.
+:class:`WarpDriveTrainerMethods` is mixed into WarpDrive's ``Trainer`` and
+``TrainerDDPG`` (``compat/trainer.py``) over this project's trainers: its
+constructor keywords (``results_dir``, ``verbose``, WarpDrive run-config dicts,
+``num_devices``, ...), ``train()``, ``fetch_episode_states``,
+``evaluate_episodes``, ``save_model_checkpoint``, ``load_model_checkpoint``,
+``graceful_close`` and ``perf_stats`` as WarpDrive programs call them. Each is
+written over what the trainers already have (the loop of ``training/run.py``,
+``run_episodes``, the checkpoint module), so there is no second training loop.
 """
 
 from __future__ import annotations
@@ -17,19 +17,18 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import torch
 
+from warp_drive.compat.run_config import is_warpdrive_config, translate
+from warp_drive.training import run
 from warp_drive.training.callbacks import Callback
 from warp_drive.training.checkpoint import _atomic_write, _load_file, load_checkpoint
 from warp_drive.training.config import RunConfig
 from warp_drive.training.distributed import Distributed
-
-if TYPE_CHECKING:
-    from warp_drive.env_wrapper import EnvWrapper
-    from warp_drive.training.trainer import Trainer
+from warp_drive.wrapper import EnvWrapper
 
 
 def check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_policy: bool,
@@ -54,7 +53,60 @@ def check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_
 
 
 class WarpDriveTrainerMethods:
-    """WarpDrive's Trainer methods; mixed into :class:`~warp_drive.training.trainer.Trainer` (see the module docstring)."""
+    """WarpDrive's Trainer keywords and methods, mixed in before one of our trainers (module docstring)."""
+
+    def __init__(self, env_wrapper: EnvWrapper, config, policy_tag_to_agent_id_map: dict | None = None,
+                 distributed: Distributed | None = None, on_nonfinite: str | None = None, *,
+                 create_separate_placeholders_for_each_policy: bool = False,
+                 obs_dim_corresponding_to_num_agents: str = "first", num_devices: int = 1, device_id: int = 0,
+                 results_dir: str | None = None, verbose: bool = True):
+        """``config``: a :class:`~warp_drive.training.config.RunConfig`, our config
+        dict, or a WarpDrive 2.7 run-config dict (tutorial 5's), translated by
+        :mod:`warp_drive.compat.run_config` against this ``env_wrapper`` (its
+        env, number of envs, episode length and backend); the translation is
+        ``self.translation`` (printed when ``verbose``) and saved in the results
+        directory by :meth:`train`. ``on_nonfinite``: as our trainers'.
+
+        WarpDrive's keywords: ``results_dir`` (the results directory's name under
+        ``saving.basedir/name/tag``, default a timestamp) and ``verbose``
+        (:meth:`train` prints metrics, the other WarpDrive methods what they do).
+        ``create_separate_placeholders_for_each_policy=False`` and
+        ``obs_dim_corresponding_to_num_agents="first"`` change nothing: each
+        policy reads its agents' rows of the env's ``(E, N, ...)`` arrays, and
+        gets its own action array when it drives only some agents. The other
+        values are refused: an env whose kernel reads per-policy arrays, or
+        observations with the agent dimension last, would be fed wrongly.
+        ``num_devices``/``device_id``: one Trainer is one process; a
+        data-parallel run is ``warp-drive train --nproc N`` (or torchrun), which
+        passes ``distributed``, so ``num_devices > 1`` or ``device_id != 0``
+        without it is refused.
+        """
+        check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_policy,
+                                 obs_dim_corresponding_to_num_agents, num_devices, device_id)
+        self.verbose = bool(verbose)
+        self.results_dir = results_dir
+        self.num_devices = 1 if distributed is None else distributed.world_size
+        self.device_id = 0 if distributed is None else distributed.rank
+        config, self.translation = as_run_config(config, env_wrapper)
+        if self.translation is not None and self.verbose:
+            print(self.translation.text())
+        self.perf_stats = PerfStats()
+        self._save_dir: Path | None = None
+        self._closed = False
+        super().__init__(env_wrapper, config, policy_tag_to_agent_id_map, distributed, on_nonfinite)
+        if self.translation is not None and self.translation.checkpoints:
+            self.load_model_checkpoint()  # WarpDrive's model_ckpt_filepath: loaded at start
+
+    def end_iteration(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Our trainers' end of an iteration, and its phase times added to :attr:`perf_stats`."""
+        metrics = super().end_iteration(metrics)
+        self.perf_stats.add(self.timers, metrics["time/iteration"], self.batch_env_steps)
+        return metrics
+
+    @property
+    def policy_tag_to_agent_id_map(self) -> dict[str, list[int]]:
+        """WarpDrive's name for :attr:`policy_agents`."""
+        return self.policy_agents
 
     @property
     def cuda_envs(self) -> EnvWrapper:
@@ -71,10 +123,7 @@ class WarpDriveTrainerMethods:
         """The results directory, ``<saving.basedir>/<saving.name>/<saving.tag>/<results_dir or timestamp>``,
         made on first use (a Trainer that is never trained or saved writes nothing)."""
         if self._save_dir is None:
-            # debt (structure issue): run imports trainer, which imports this
-            from warp_drive.training.run import new_run_dir
-
-            self._save_dir = new_run_dir(self.config, self.results_dir)
+            self._save_dir = run.new_run_dir(self.config, self.results_dir)
         return self._save_dir
 
     def _check_open(self) -> None:
@@ -95,15 +144,13 @@ class WarpDriveTrainerMethods:
         the same number of iterations again); raise ``trainer.total_steps`` to
         train further.
         """
-        from warp_drive.training import run  # debt (structure issue): run imports trainer, which imports this
-
         self._check_open()
         self.env.reset_all_envs()
         for p in self.policies.values():
             p.running_return.zero_()
         return run.train_trainer(self, self.save_dir, [WarpDriveOutputs()])
 
-    def _log_warpdrive_metrics(self, _trainer: "Trainer", metrics: dict[str, float]) -> None:
+    def _log_warpdrive_metrics(self, _trainer: Any, metrics: dict[str, float]) -> None:
         """WarpDrive's log: a ``results.json`` line and, when verbose, the printed block."""
         per_policy: dict[str, dict[str, float]] = {tag: {} for tag in self.policies}
         for key, value in metrics.items():
@@ -410,8 +457,6 @@ def as_run_config(config: Any, env_wrapper: EnvWrapper):
     """(RunConfig, Translation or None) from a RunConfig, our config dict, or a WarpDrive run-config dict."""
     if not isinstance(config, Mapping):
         return config, None  # a RunConfig (or a stand-in with its attributes)
-    from warp_drive.compat.run_config import is_warpdrive_config, translate  # debt (structure issue): in compat/ to be
-
     if is_warpdrive_config(config) or "env" not in config:
         translation = translate(config, env_wrapper=env_wrapper)
         return translation.run_config, translation

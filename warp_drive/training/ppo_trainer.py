@@ -1,0 +1,169 @@
+"""A2C and PPO on device rollouts: :class:`PPOTrainer`, one iteration top to bottom.
+
+1. rollout (:meth:`PPOTrainer.collect_rollout`), ``rollout_length`` steps: each
+   policy runs its model on its agents' observations; the on-device sampler
+   writes discrete actions into the env's action array in place (Box actions
+   are drawn by torch and clipped to the Box); one launch steps all envs; the
+   rewards, done flags, log-probabilities and values go to ``(T, E * N_policy)``
+   device buffers, and done envs are reset by kernels (``training/rollout.py``);
+2. update (:meth:`PPOTrainer.update`): the rollout is checked for NaN/inf
+   (``training/guards.py``); per policy, GAE(λ) with the truncation/termination
+   distinction (the value of a truncated episode's final observation is the
+   bootstrap), then the A2C or PPO update of ``training/ppo.py``. A NaN or inf
+   in a loss or gradient puts the parameters back as they were before the
+   update, then raises or skips (``trainer.on_nonfinite``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from warp_drive.environment import TERMINATED, TRUNCATED
+from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, discard_nonfinite_returns, snapshot
+from warp_drive.training.models import create_model
+from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, compute_gae, ppo_update
+from warp_drive.training.policies import ENV_ACTIONS, Policy, space_signature
+from warp_drive.training.rollout import OnDeviceTrainer
+from warp_drive.training.schedules import Schedule
+
+
+class PPOTrainer(OnDeviceTrainer):
+    """Trains every policy of one :class:`~warp_drive.wrapper.EnvWrapper` with A2C or PPO.
+
+    ``iterate()`` runs one rollout and update (module docstring); ``run.train``
+    drives it for a whole run.
+    """
+
+    # ------------------------------------------------------------------ setup
+    def _make_policy(self, tag: str, agent_ids: list[int]) -> Policy:
+        env = self.env.env
+        obs_spaces = {space_signature(env.observation_space(a)) for a in agent_ids}
+        act_spaces = {space_signature(env.action_space(a)) for a in agent_ids}
+        if len(obs_spaces) != 1 or len(act_spaces) != 1:
+            raise ValueError(f"policy {tag!r}: its agents must share one observation and one action space")
+        obs_dim = int(np.prod(env.observation_space(agent_ids[0]).shape))
+        action_space = env.action_space(agent_ids[0])
+        cfg = self.config.policy[tag]
+        model = create_model(cfg.model, obs_dim, action_space).to(self.device)
+        total = self.config.trainer.total_steps
+        lr = Schedule.parse(cfg.lr, total)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
+        policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device), obs_dim, action_space,
+                        model, optimizer, lr, Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS)
+        if policy.discrete:
+            self._register_discrete_actions(policy)
+        return policy
+
+    def _allocate_buffers(self) -> None:
+        super()._allocate_buffers()
+        T = self.rollout_length
+        for p in self.policies.values():
+            B = self.num_envs * len(p.agent_ids)
+            p.buffers["logprobs"] = torch.zeros((T, B), device=self.device)
+            p.buffers["values"] = torch.zeros((T, B), device=self.device)
+
+    # ------------------------------------------------------------------ rollout
+    def _act(self, p: Policy, obs: torch.Tensor, greedy: bool = False) -> tuple[torch.Tensor, Any, torch.Tensor]:
+        """Choose actions for ``obs``, write them into the env's action array; return (actions, dist, value)."""
+        with self.timed("inference"):
+            dist, value = p.model(obs)
+        with self.timed("sampling"):
+            actions = self._write_actions(p, dist, greedy)
+        return actions, dist, value
+
+    def _write_actions(self, p: Policy, dist: Any, greedy: bool) -> torch.Tensor:
+        """Draw (or, ``greedy``, take the most likely) actions from ``dist`` into the env's action array."""
+        dm = self.env.data_manager
+        E, n = self.num_envs, len(p.agent_ids)
+        env_actions = self.env.actions
+        if p.discrete:
+            probs = [h.reshape(E, n, -1) for h in dist.probs_per_head()]
+            self.sampler.sample(dm, probs if len(probs) > 1 else probs[0], p.action_name, argmax=greedy)
+            written = dm.data_on_device_via_torch(p.action_name)
+            if not p.covers_all_agents:
+                env_actions.index_copy_(1, p.index, written)
+            actions = written.reshape(E * n, -1).long()
+        else:
+            actions = dist.mode() if greedy else dist.sample()
+            low = torch.as_tensor(p.action_space.low, device=self.device).reshape(1, -1)
+            high = torch.as_tensor(p.action_space.high, device=self.device).reshape(1, -1)
+            clipped = torch.maximum(torch.minimum(actions, high), low).reshape(E, n, *env_actions.shape[2:])
+            env_actions.index_copy_(1, p.index, clipped.to(env_actions.dtype))
+        return actions
+
+    @torch.no_grad()
+    def collect_rollout(self) -> None:
+        for t in range(self.rollout_length):
+            for p in self.policies.values():
+                obs = self._policy_obs(p)
+                update_stats = getattr(p.model, "update_obs_normalization", None)  # optional for user models
+                if update_stats is not None:
+                    update_stats(obs)
+                actions, dist, value = self._act(p, obs)
+                buf = p.buffers
+                buf["obs"][t] = obs
+                buf["actions"][t] = actions.reshape(buf["actions"].shape[1:]).to(buf["actions"].dtype)
+                buf["logprobs"][t] = dist.log_prob(actions)
+                buf["values"][t] = value
+            self._step_envs_and_record(t)
+        self.env_steps += self.batch_env_steps
+
+    # ------------------------------------------------------------------ update
+    def _advantages(self, p: Policy) -> tuple[torch.Tensor, torch.Tensor]:
+        buf = p.buffers
+        n = len(p.agent_ids)
+        done = self.done_buffer.repeat_interleave(n, dim=1)  # (T, E * n): agents of an env in a row
+        with torch.no_grad():
+            last_value = p.model.value(self._policy_obs(p))
+            next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
+            truncated = done == TRUNCATED
+            if bool(truncated.any()):  # one host sync per iteration
+                next_values[truncated] = p.model.value(buf["final_obs"][truncated])
+        cfg = p.config
+        return compute_gae(buf["rewards"], buf["values"], next_values, done == TERMINATED, done > 0, cfg.gamma,
+                           cfg.gae_lambda)
+
+    def learn(self, optimizers: Mapping[str, Any] | None = None,
+              backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:
+        """The A2C / PPO update of every trained policy on the last rollout (``optimizers``: policy tag ->
+        optimizer, default each policy's own; ``backward``: default ``loss.backward()``)."""
+        metrics: dict[str, float] = {}
+        dist = self.distributed
+        problem = describe_nonfinite_rollout(self.policies.values())
+        if problem is not None:
+            self._on_nonfinite(problem, restore=())
+            discard_nonfinite_returns(self.policies.values())
+            metrics["nonfinite/skipped_updates"] = float(self.skipped_updates)
+            return metrics
+        hooks = UpdateHooks(generator=self.generator, backward=backward,
+                            reduce_gradients=None if dist is None else dist.average_gradients,
+                            reduce_mean=None if dist is None else dist.mean)
+        for p in self.policies.values():
+            if dist is not None:
+                dist.average_buffers(p.model)  # one rank's obs statistics must not steer the others' forward
+            if not p.config.to_train:
+                continue
+            optimizer = p.optimizer if optimizers is None else optimizers[p.tag]
+            saved = snapshot(p)  # to return to if a minibatch's loss or gradient is non-finite
+            for group in optimizer.param_groups:
+                group["lr"] = p.lr.value(self.env_steps)
+            advantages, returns = self._advantages(p)
+            buf = p.buffers
+            batch = Batch(obs=buf["obs"].reshape(-1, p.obs_dim),
+                          actions=buf["actions"].reshape(-1, buf["actions"].shape[-1]),
+                          logprobs=buf["logprobs"].reshape(-1), values=buf["values"].reshape(-1),
+                          advantages=advantages.reshape(-1), returns=returns.reshape(-1))
+            settings = PPOSettings.of(p.config, p.entropy_coef.value(self.env_steps))
+            try:
+                result = ppo_update(p.model, optimizer, batch, settings, hooks)
+            except NonFiniteError as exc:
+                self._on_nonfinite(f"policy {p.tag!r}: {exc}", restore=[(p, saved)])
+                metrics["nonfinite/skipped_updates"] = float(self.skipped_updates)
+                continue
+            for key, value in result.items():
+                metrics[f"losses/{key}/{p.tag}"] = value
+            metrics[f"charts/learning_rate/{p.tag}"] = optimizer.param_groups[0]["lr"]
+        return metrics
