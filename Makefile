@@ -34,14 +34,17 @@ $(VENV)/.installed: pyproject.toml | $(VPY)
 $(VENV)/.installed-dev: pyproject.toml | $(VPY)
 	$(call install,$(TEST_EXTRAS))
 
-# Everything (CI runs this), with the 25 slowest tests listed at the end.
+# Everything (CI runs this) on every core (pytest-xdist; a test file stays on
+# one worker, so its module fixtures are built once), with the 25 slowest
+# tests listed at the end. PYTEST_WORKERS=0 runs them in this one process.
+PYTEST_WORKERS ?= auto
 test: $(VENV)/.installed-dev
-	$(VPY) -m pytest -q --durations=25
+	$(VPY) -m pytest -q --durations=25 -n $(PYTEST_WORKERS) --dist loadfile
 
 # The day-to-day tier: no notebooks, learning runs, subprocess children or
-# nvcc/ASan builds (tests marked `slow`); about 1.5 minutes on 2 cores.
+# nvcc/ASan builds (tests marked `slow`).
 test-fast: $(VENV)/.installed-dev
-	$(VPY) -m pytest -q -m "not slow"
+	$(VPY) -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile
 
 train: setup
 	$(VPY) -m warp_drive train --config tag_continuous_small

@@ -1,11 +1,11 @@
 """Sphinx configuration for the warp_drive documentation.
 
-Build from the repository root (warnings are errors, as in ``tests/test_docs.py``)::
+Build from the repository root (warnings are errors, as in ``tests/project/test_docs.py``)::
 
     python -m sphinx -W --keep-going -b html docs docs/_build/html
 
 Pages are Markdown (MyST). The tutorial notebooks are rendered with the outputs
-they were committed with, never executed here (``tests/test_tutorials.py``
+they were committed with, never executed here (``tests/project/test_tutorials.py``
 executes them). The API reference is autodoc over the checked-out ``warp_drive``.
 """
 

@@ -5,7 +5,7 @@ An env that calls ``wd_grid_view``/``wd_grid_build`` passes one int32 array of
 shape ``(num_envs, grid_scratch_words(num_agents, k))`` (see
 :func:`grid_scratch`); its contents are the kernel's own business between two
 steps (skip it in consistency checks). The constants and the formula mirror the
-header; ``tests/test_neighbors.py`` checks them against it.
+header; ``tests/env/test_neighbors.py`` checks them against it.
 """
 
 from __future__ import annotations

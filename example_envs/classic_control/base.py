@@ -37,7 +37,7 @@ on the host, ``--fmad=false`` and IEEE division under nvcc), so reference and
 kernel agree bit for bit and the consistency tolerances are zero: any
 difference at all means the kernel and the reference compute different
 formulas. Against Gymnasium itself (float64 in most envs) they agree to
-float32 precision (see ``tests/test_classic_control.py``).
+float32 precision (see ``tests/env/test_classic_control.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Not a test (pytest does not collect it): a small workload that launches each
 built-in env's step and reset kernels, the sampler, and a cooperative launch
 (an env whose agents span several blocks), so that memcheck, racecheck,
 synccheck and initcheck see every kernel the example envs use. It runs on the
-cpu executor too, so it is kept working here; ``tests/test_sanitizer_driver.py``
+cpu executor too, so it is kept working here; ``tests/runtime/test_sanitizer_driver.py``
 runs it that way.
 """
 

@@ -2,7 +2,7 @@
 // WIDTH floats live in registers at once (every round rescales each of them by
 // the sum of all of them, so none can be retired or streamed). ptxas (nvcc 13,
 // sm_90) gives it 96 registers per thread: at most 640 threads per block, so
-// an env of 1024 agents does not fit one block (tests/test_kernel_resources.py).
+// an env of 1024 agents does not fit one block (tests/runtime/test_kernel_resources.py).
 #include <warp_drive/core.h>
 
 #define WIDTH 80

@@ -1,4 +1,4 @@
-// Kernels for tests/test_cpu_interrupts.py: launches that never end, blocks too
+// Kernels for tests/runtime/test_cpu_interrupts.py: launches that never end, blocks too
 // large for fibers, and threads whose locals overflow a small fiber stack.
 
 // Never returns, and reaches no barrier: only abandoning the block stops it.

@@ -1,4 +1,4 @@
-// DummyEnv's step with a fault injected on demand (tests/test_nonfinite.py):
+// DummyEnv's step with a fault injected on demand (tests/training/test_nonfinite.py):
 // at timestep `nan_step` of env `nan_env`, agent `nan_agent` is rewarded NaN
 // (0/0, as a real division bug would produce). nan_step < 0: never.
 #include <warp_drive/core.h>

@@ -1,4 +1,4 @@
-// Reads back what <warp_drive/neighbors.h> decides, for tests/test_neighbors.py.
+// Reads back what <warp_drive/neighbors.h> decides, for tests/env/test_neighbors.py.
 #include <warp_drive/neighbors.h>
 
 extern "C" __global__ void NeighborsProbe(const int* num_agents, const int* ks, int* scratch_words, int* sides,

@@ -14,7 +14,7 @@ Build modes (``WARP_DRIVE_CPU_MODE``, or ``CpuBackend(mode=...)``):
 * ``asan``: AddressSanitizer (run Python with
   ``LD_PRELOAD=$(g++ -print-file-name=libasan.so)``);
 * ``coverage``: gcov line counts (``--coverage``), written next to the build
-  products when the process exits; ``tests/test_kernel_coverage.py`` uses them
+  products when the process exits; ``tests/runtime/test_kernel_coverage.py`` uses them
   to check that every line of every shipped kernel runs in some CPU test.
 
 Results never depend on the machine: ``-ffp-contract=off`` and no fast-math.

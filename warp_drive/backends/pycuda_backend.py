@@ -40,7 +40,7 @@ unit (``#include "<user file>"``, so errors name the user's file and line) with
 ``-rdc``: the grid workspace is read from registers the driver sets for a
 cooperative launch (``cooperative_groups/details/driver_abi.h``), and the cubin
 is a loadable ``ET_EXEC`` image with no unresolved symbols (checked with nvcc
-13 by ``tests/test_pycuda_backend_offline.py``).
+13 by ``tests/runtime/test_pycuda_backend_offline.py``).
 
 The cache key hashes the marker-pass text, the *contents* of every file nvcc
 reads (``nvcc -M``; so a change inside an ``#ifdef __CUDACC__`` branch of a

@@ -2,7 +2,7 @@
 n-step transitions and the two losses.
 
 None of them knows the env or the trainer (``training/ddpg.py``), so each is
-tested on its own (``tests/test_ddpg.py``).
+tested on its own (``tests/training/test_ddpg.py``).
 """
 
 from __future__ import annotations

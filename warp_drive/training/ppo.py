@@ -2,7 +2,7 @@
 
 They take tensors, a model, an optimizer and :class:`PPOSettings` (a policy's
 config section), and touch no env or trainer, so each is tested on its own
-(``tests/test_algorithms.py``); the trainer that feeds them rollouts is
+(``tests/training/test_algorithms.py``); the trainer that feeds them rollouts is
 ``training/ppo_trainer.py``.
 
 What WarpDrive got wrong and this module does right (§4.4 and §9 of the

@@ -29,7 +29,7 @@ into a model, and re-exports the pieces from the modules that define them:
 * ``distribution``   -- ``ActionDistribution``: what a model's ``forward`` returns
 * ``layers``         -- ``layer_init``, ``mlp``, ``ActionHead``, ``RunningMeanStd``: building blocks
 * ``actor_critic``   -- ``ActorCritic``, the built-in model, and the model options' defaults
-* ``factory``        -- WarpDrive's ``ModelFactory`` over this registry
+* ``factory``        -- WarpDrive's path of its ``ModelFactory`` (``compat/model_factory.py``)
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@
 //
 // Accuracy, measured exhaustively (every float of each domain) against
 // double-precision libm by a host harness when these were written (it was
-// retired in commit f7b4f13; tests/test_philox_math.py keeps checking <= 1 ulp
+// retired in commit f7b4f13; tests/runtime/test_philox_math.py keeps checking <= 1 ulp
 // on thousands of samples of each domain), as the max error in units in the
 // last place of the correctly rounded float result:
 //   wd_logf       every positive float, subnormals included     0.84 ulp

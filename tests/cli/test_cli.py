@@ -1,0 +1,183 @@
+"""The ``warp-drive`` command line, with the training entry points replaced by recording fakes.
+
+``train`` and ``evaluate`` import ``warp_drive.training.run`` lazily; the
+``fake_run`` fixture installs a stand-in module there, so these tests neither
+import torch nor compile anything.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import warp_drive.training
+from warp_drive.cli import main
+from warp_drive.registry import registered_envs
+from warp_drive.training.config import RunConfig, available_configs, load_config
+
+
+@pytest.fixture
+def fake_run(monkeypatch, tmp_path):
+    """A stand-in for warp_drive.training.run that records its calls."""
+    module = types.ModuleType("warp_drive.training.run")
+    module.calls = []
+
+    def train(config, resume=None, progress=True):
+        module.calls.append(("train", config, resume, progress))
+        return tmp_path / "runs" / config.saving.name / config.saving.tag / "20250101-000000"
+
+    def evaluate(run_dir, episodes=10, render=None, greedy=True, backend=None):
+        module.calls.append(("evaluate", run_dir, episodes, render, greedy, backend))
+        return {"episodes": episodes, "mean_return": {"tagger": 12.5, "runner": -3.25}, "gif": render}
+
+    module.train, module.evaluate = train, evaluate
+    monkeypatch.setitem(sys.modules, "warp_drive.training.run", module)
+    monkeypatch.setattr(warp_drive.training, "run", module, raising=False)
+    return module
+
+
+def test_configs_lists_every_shipped_config(capsys):
+    assert main(["configs"]) == 0
+    out = capsys.readouterr().out
+    for name in available_configs():
+        assert name in out
+    assert "tag_continuous_small" in out and "TagContinuous" in out and "tagger:PPO" in out
+
+
+def test_envs_lists_registered_envs(capsys):
+    assert main(["envs"]) == 0
+    assert capsys.readouterr().out.split() == registered_envs()
+
+
+def test_train_calls_run_train_with_the_validated_config(fake_run, capsys):
+    code = main(["train", "--config", "cartpole", "--set", "trainer.num_envs=16", "policy.shared.lr=1e-3",
+                 "--set", "trainer.total_steps=4096", "--backend", "cpu", "--no-progress"])
+    assert code == 0
+    (kind, config, resume, progress), = fake_run.calls
+    assert kind == "train" and isinstance(config, RunConfig)
+    assert (config.trainer.num_envs, config.trainer.total_steps, config.trainer.backend) == (16, 4096, "cpu")
+    assert config.policy["shared"].lr == 1e-3
+    assert resume is None and progress is False
+    assert "run directory:" in capsys.readouterr().out
+
+
+def test_train_passes_resume_and_progress(fake_run, tmp_path):
+    run_dir = tmp_path / "runs" / "dummy_env" / "experiment" / "20250101-000000"
+    run_dir.mkdir(parents=True)
+    saved = load_config("dummy_env", [f"saving.basedir={tmp_path / 'runs'}", "trainer.seed=3"])
+    (run_dir / "config.yaml").write_text(saved.to_yaml())
+    assert main(["train", "-c", "dummy_env", "--resume", "latest", "--set", f"saving.basedir={tmp_path / 'runs'}"]) == 0
+    (_, config, resume, progress), = fake_run.calls
+    # The run's own config (seed 3), and the run resolved to its path.
+    assert resume == str(run_dir.resolve()) and progress is True and config.trainer.seed == 3
+
+
+def test_backend_flag_wins_over_set(fake_run):
+    assert main(["train", "-c", "dummy_env", "--set", "trainer.backend=pycuda", "--backend", "cpu"]) == 0
+    assert fake_run.calls[0][1].trainer.backend == "cpu"
+
+
+def test_train_accepts_a_yaml_path(fake_run, tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("env: {name: DummyEnv, config: {num_agents: 2}}\n"
+                    "trainer: {num_envs: 2, rollout_length: 4, total_steps: 64}\n"
+                    "policy: {shared: {algorithm: A2C}}\n")
+    assert main(["train", "--config", str(path)]) == 0
+    config = fake_run.calls[0][1]
+    assert config.name == "mine" and config.policy["shared"].num_epochs == 1
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--set", "trainer.num_envz=3"], "trainer.num_envz"),
+        (["--set", "policy.shared.gamma=2"], "policy.shared.gamma"),
+        (["--set", "policy.shared.algorithm=DQN"], "policy.shared.algorithm"),
+        (["--set", "trainer.total_steps=10"], "trainer.total_steps"),
+        (["--set", "env.name=CartPol"], "did you mean 'CartPole'"),
+        (["--set", "env.config.episode_lenght=3"], "episode_lenght"),
+        (["--set", "oops"], "KEY=VALUE"),
+    ],
+)
+def test_train_config_errors_exit_2_without_traceback(fake_run, capsys, argv, expected):
+    assert main(["train", "--config", "cartpole", *argv]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err
+    assert fake_run.calls == []
+
+
+def test_train_unknown_config_name(fake_run, capsys):
+    assert main(["train", "--config", "tag_continous"]) == 2
+    assert "did you mean 'tag_continuous'" in capsys.readouterr().err
+
+
+def test_train_bad_backend_is_a_usage_error(fake_run, capsys):
+    assert main(["train", "--config", "cartpole", "--backend", "cuda"]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_config_errors_raised_by_train_also_exit_2(monkeypatch, fake_run, capsys):
+    from warp_drive.training.config import ConfigError
+
+    def train(config, resume=None, progress=True):
+        raise ConfigError("policy: tags do not match")
+
+    monkeypatch.setattr(fake_run, "train", train)
+    assert main(["train", "-c", "dummy_env"]) == 2
+    assert "policy: tags do not match" in capsys.readouterr().err
+
+
+def test_evaluate_calls_run_evaluate_and_prints_returns(fake_run, capsys):
+    assert main(["evaluate", "runs/x/experiment/1", "--episodes", "7", "--render", "out.gif", "--sample"]) == 0
+    assert fake_run.calls == [("evaluate", "runs/x/experiment/1", 7, "out.gif", False, None)]
+    out = capsys.readouterr().out
+    assert "7 episodes (sampled actions)" in out
+    assert "tagger" in out and "12.500" in out and "-3.250" in out and "out.gif" in out
+
+
+def test_evaluate_defaults(fake_run, capsys):
+    assert main(["evaluate", "latest", "--backend", "cpu"]) == 0
+    assert fake_run.calls == [("evaluate", "latest", 10, None, True, "cpu")]
+    assert "greedy" in capsys.readouterr().out
+
+
+def test_evaluate_missing_run_dir_exits_2(monkeypatch, fake_run, capsys):
+    def evaluate(*args, **kwargs):
+        raise FileNotFoundError("runs/nope has no config.yaml")
+
+    monkeypatch.setattr(fake_run, "evaluate", evaluate)
+    assert main(["evaluate", "runs/nope"]) == 2
+    assert "runs/nope has no config.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("episodes", ["0", "-1", "many"])
+def test_evaluate_rejects_bad_episode_counts(fake_run, capsys, episodes):
+    assert main(["evaluate", "runs/x", "--episodes", episodes]) == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [[], ["train"], ["evaluate"], ["configs"], ["envs"]])
+def test_help_for_every_command(capsys, command):
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: warp-drive")
+    if command in (["train"], ["evaluate"]):
+        assert "examples:" in out
+
+
+def test_no_command_is_a_usage_error(capsys):
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_python_dash_m_warp_drive():
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "warp_drive", "configs"], cwd=root, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "cartpole" in result.stdout
