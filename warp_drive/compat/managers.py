@@ -47,7 +47,7 @@ from warp_drive.log import LogController
 from warp_drive.registry import get_env_class, registered_envs
 from warp_drive.reset import EnvironmentReset
 from warp_drive.sampler import Sampler
-from warp_drive.utils.env_registrar import env_registrar as default_registrar
+from warp_drive.compat.env_registrar import env_registrar as default_registrar
 
 _WARPDRIVE_CASTS = {np.dtype(np.float64): FLOAT32, np.dtype(np.int64): INT32}
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
