@@ -42,15 +42,31 @@ class CheckReport:
     truncated: int = 0
 
 
+def _legal_draw(legal: np.ndarray, sizes: list[int], rng: np.random.Generator) -> np.ndarray:
+    """One action per row and head, uniform among the legal ones (``legal``: (rows, sum of sizes))."""
+    heads, start = [], 0
+    for n in sizes:
+        scores = rng.random((legal.shape[0], n)) + 1.0  # > 0 where legal, 0 where masked
+        heads.append(np.argmax(scores * legal[:, start:start + n], axis=1))
+        start += n
+    return np.stack(heads, axis=1)
+
+
 def random_actions(wrapper: EnvWrapper, rng: np.random.Generator) -> np.ndarray:
-    """One valid action per (env, agent), drawn from each agent's own action space."""
+    """One valid action per (env, agent), drawn from each agent's own action space (among the
+    legal ones when the env has an ``action_mask``: kernels may rely on it)."""
     shape = tuple(wrapper.actions.shape)
     dtype = wrapper.actions.dtype
     out = np.zeros(shape, np.int32 if dtype == torch.int32 else np.float32)
     flat = out.reshape(shape[0], shape[1], -1)
+    mask = wrapper.action_mask
+    legal = None if mask is None else mask.cpu().numpy() != 0
     for agent in range(wrapper.num_agents):
         space = wrapper.env.action_space(agent)
-        if isinstance(space, spaces.Discrete):
+        if legal is not None:  # the wrapper accepts a mask only over Discrete / MultiDiscrete spaces from 0
+            sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(n) for n in space.nvec]
+            draw = _legal_draw(legal[:, agent], sizes, rng)
+        elif isinstance(space, spaces.Discrete):
             draw = rng.integers(space.start, space.start + space.n, size=(shape[0], 1))
         elif isinstance(space, spaces.MultiDiscrete):
             draw = rng.integers(0, space.nvec, size=(shape[0], len(space.nvec)))

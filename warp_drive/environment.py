@@ -15,6 +15,12 @@ An environment declares
   ``episode_length``);
 * a NumPy reference of the step working on the very same named arrays, which the
   consistency checker runs beside the kernel;
+* optionally an action mask, ``action_mask`` (``ACTION_MASK``): int32
+  ``(num_envs, num_agents, A)`` with ``A`` the agent's discrete actions (the
+  sum over heads for ``MultiDiscrete``), 1 where an action is legal. The
+  kernel writes the next step's mask (a reset twin gives the first), every
+  head of every row keeps at least one legal action, and the sampler and the
+  trainer never choose a masked action;
 * how the kernel maps agents onto threads (``thread_layout``): ``AGENT_PHASES``
   (recommended: the step loops over agents with ``WD_FOR_EACH_AGENT``, so the
   executor chooses the threads and any number of agents fits one block),
@@ -45,6 +51,8 @@ from warp_drive.layouts import (  # noqa: F401  (re-exported: env classes name t
 
 TERMINATED = 1
 TRUNCATED = 2
+# The optional per-agent mask of legal discrete actions (see the module docstring).
+ACTION_MASK = "action_mask"
 
 
 

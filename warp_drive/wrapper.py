@@ -45,6 +45,7 @@ from warp_drive.backends import get_backend
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import DONE, DataManager, convert_value
 from warp_drive.environment import (
+    ACTION_MASK,
     AGENT_PHASES,
     TERMINATED,
     THREAD_LAYOUTS,
@@ -118,6 +119,7 @@ class EnvWrapper:
         self.data_manager.push_data_to_device(env_.get_data_dictionary(self.num_envs))
         self._check_required_arrays()
         self._check_per_agent_sizes()
+        self._mask_offsets = self._check_action_mask()
         self._push_reset_pools(reset_pool_size)
 
         self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
@@ -200,6 +202,37 @@ class EnvWrapper:
                         "get_data_dictionary()"
                     )
 
+    def _check_action_mask(self) -> torch.Tensor | None:
+        """When the env declares ``action_mask``: check it is int32 ``(E, N, A)`` with ``A`` every agent's
+        discrete actions, and return each head's first column in it (None without a mask)."""
+        from gymnasium import spaces
+
+        dm = self.data_manager
+        if not dm.is_data_on_device(ACTION_MASK):
+            return None
+        sizes = []
+        for agent in range(self.num_agents):
+            space = self.env.action_space(agent)
+            if isinstance(space, spaces.Discrete) and int(space.start) == 0:
+                sizes.append((int(space.n),))
+            elif isinstance(space, spaces.MultiDiscrete) and not np.any(space.start):
+                sizes.append(tuple(int(n) for n in np.ravel(space.nvec)))
+            else:
+                raise ValueError(f"{self.env.name}: {ACTION_MASK!r} masks discrete actions counted from 0, but agent "
+                                 f"{agent}'s action space is {space}. Fix: drop the mask, or give every agent a "
+                                 f"Discrete(n) or MultiDiscrete(nvec) space")
+        if len(set(sizes)) != 1:
+            raise ValueError(f"{self.env.name}: {ACTION_MASK!r} needs one action layout for all agents; they have "
+                             f"{sorted(set(sizes))}")
+        heads = sizes[0]
+        expected = (self.num_envs, self.num_agents, sum(heads))
+        shape, dtype = dm.get_shape(ACTION_MASK), dm.get_dtype(ACTION_MASK)
+        if shape != expected or dtype != "int32":
+            raise ValueError(f"{self.env.name}: {ACTION_MASK!r} is {dtype} {shape}; expected int32 {expected} (1 where "
+                             f"an action is legal; the {len(heads)} head(s) of {list(heads)} actions side by side)")
+        offsets = np.concatenate([[0], np.cumsum(heads)[:-1]]).astype(np.int64)
+        return torch.from_numpy(offsets).to(self.data_manager.device)
+
     def _discrete_action_bounds(self):
         """``(low, high)`` int32 tensors broadcastable to the actions array, or None
         (continuous actions, or spaces that do not fit the array)."""
@@ -230,9 +263,10 @@ class EnvWrapper:
 
     def check_actions(self) -> None:
         """Raise ValueError if ``sampled_actions`` holds a discrete action outside its
-        agent's action space (a kernel would index its tables out of bounds).
+        agent's action space (a kernel would index its tables out of bounds), or one
+        that the env's ``action_mask`` forbids.
 
-        One reduction and one host sync; ``step_all_envs`` calls it on every step
+        One or two reductions and a host sync; ``step_all_envs`` calls it on every step
         when ``validate_actions`` is set (the default on the cpu executor).
         """
         if self._action_bounds is None:
@@ -241,6 +275,8 @@ class EnvWrapper:
         actions = self.actions
         bad = (actions < low) | (actions > high)
         if not bool(bad.any()):
+            if self._mask_offsets is not None:
+                self._check_masked_actions(actions)
             return
         where = tuple(int(i) for i in torch.nonzero(bad)[0])
         env, agent = where[0], where[1]
@@ -250,6 +286,22 @@ class EnvWrapper:
             f"{self.env.name}: sampled_actions[{', '.join(map(str, where))}] = {int(actions[where])} (env {env}, agent "
             f"{agent}{head}) is outside agent {agent}'s action space {self.env.action_space(agent)}: valid actions "
             f"are {lo}..{hi}. Fix: write actions in that range (the step kernel would index its tables out of bounds)"
+        )
+
+    def _check_masked_actions(self, actions: torch.Tensor) -> None:
+        """Raise ValueError if an action (in range) is masked by ``action_mask``."""
+        mask = self.action_mask
+        columns = actions.long().reshape(*actions.shape[:2], -1) + self._mask_offsets  # (E, N, heads)
+        legal = mask.gather(-1, columns)
+        if bool((legal != 0).all()):
+            return
+        env, agent, head = (int(i) for i in torch.nonzero(legal == 0)[0])
+        row = mask[env, agent].tolist()
+        raise ValueError(
+            f"{self.env.name}: agent {agent} of env {env} chose action "
+            f"{int(columns[env, agent, head] - self._mask_offsets[head])}{f' (head {head})' if columns.shape[-1] > 1 else ''}"
+            f", which its {ACTION_MASK!r} row {row} masks. Fix: "
+            f"choose among the actions the mask allows (the trainer's sampler does)"
         )
 
     def _push_reset_pools(self, pool_size: int) -> None:
@@ -361,6 +413,11 @@ class EnvWrapper:
     @property
     def actions(self) -> torch.Tensor:
         return self.data_manager.data_on_device_via_torch("sampled_actions")
+
+    @property
+    def action_mask(self) -> torch.Tensor | None:
+        """``(num_envs, num_agents, A)`` int32, 1 where an action is legal; None when the env has no mask."""
+        return None if self._mask_offsets is None else self.data_manager.data_on_device_via_torch(ACTION_MASK)
 
     @property
     def done(self) -> torch.Tensor:

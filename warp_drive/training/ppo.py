@@ -25,6 +25,7 @@ truncation was treated as a termination. Here:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -70,7 +71,11 @@ def explained_variance(predicted: torch.Tensor, target: torch.Tensor) -> float:
 
 @dataclass
 class Batch:
-    """One policy's flattened rollout (every tensor has the sample dimension first)."""
+    """One policy's flattened rollout (every tensor has the sample dimension first).
+
+    ``masks``: the action masks the actions were chosen under (env's ``action_mask``), or None; the
+    update applies them again, so the recomputed log-probabilities are those of the behaviour policy.
+    """
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -78,13 +83,14 @@ class Batch:
     values: torch.Tensor
     advantages: torch.Tensor
     returns: torch.Tensor
+    masks: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.obs.shape[0]
 
     def take(self, index: torch.Tensor) -> "Batch":
-        return Batch(*(getattr(self, f)[index] for f in ("obs", "actions", "logprobs", "values", "advantages",
-                                                        "returns")))
+        return Batch(*(None if getattr(self, f.name) is None else getattr(self, f.name)[index]
+                       for f in dataclasses.fields(self)))
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,8 @@ def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
         for start in range(0, n - minibatch + 1, minibatch):
             mb = batch.take(order[start:start + minibatch])
             dist, value = model(mb.obs)
+            if mb.masks is not None:
+                dist = dist.masked(mb.masks)
             parts = ppo_loss(dist, value, mb, s)
             loss = parts["loss"]
             optimizer.zero_grad(set_to_none=True)

@@ -64,12 +64,26 @@ class PPOTrainer(OnDeviceTrainer):
             B = self.num_envs * len(p.agent_ids)
             p.buffers["logprobs"] = torch.zeros((T, B), device=self.device)
             p.buffers["values"] = torch.zeros((T, B), device=self.device)
+            mask = self._policy_mask(p)
+            if mask is not None:  # the masks the actions were chosen under, for the update's log-probabilities
+                p.buffers["masks"] = torch.zeros((T, *mask.shape), dtype=torch.bool, device=self.device)
+
+    def _policy_mask(self, p: Policy) -> torch.Tensor | None:
+        """The env's ``action_mask`` rows of this policy's agents ``(E * n, A)``, or None (no mask)."""
+        mask = self.env.action_mask
+        if mask is None:
+            return None
+        selected = mask if p.covers_all_agents else mask.index_select(1, p.index)
+        return selected.reshape(self.num_envs * len(p.agent_ids), mask.shape[-1])
 
     # ------------------------------------------------------------------ rollout
     def _act(self, p: Policy, obs: torch.Tensor, greedy: bool = False) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """Choose actions for ``obs``, write them into the env's action array; return (actions, dist, value)."""
         with self.timed("inference"):
             dist, value = p.model(obs)
+            mask = self._policy_mask(p)
+            if mask is not None:
+                dist = dist.masked(mask)
         with self.timed("sampling"):
             actions = self._write_actions(p, dist, greedy)
         return actions, dist, value
@@ -108,6 +122,8 @@ class PPOTrainer(OnDeviceTrainer):
                 buf["actions"][t] = actions.reshape(buf["actions"].shape[1:]).to(buf["actions"].dtype)
                 buf["logprobs"][t] = dist.log_prob(actions)
                 buf["values"][t] = value
+                if "masks" in buf:
+                    buf["masks"][t] = self._policy_mask(p)
             self._step_envs_and_record(t)
         self.env_steps += self.batch_env_steps
 
@@ -155,7 +171,8 @@ class PPOTrainer(OnDeviceTrainer):
             batch = Batch(obs=buf["obs"].reshape(-1, p.obs_dim),
                           actions=buf["actions"].reshape(-1, buf["actions"].shape[-1]),
                           logprobs=buf["logprobs"].reshape(-1), values=buf["values"].reshape(-1),
-                          advantages=advantages.reshape(-1), returns=returns.reshape(-1))
+                          advantages=advantages.reshape(-1), returns=returns.reshape(-1),
+                          masks=buf["masks"].reshape(-1, buf["masks"].shape[-1]) if "masks" in buf else None)
             settings = PPOSettings.of(p.config, p.entropy_coef.value(self.env_steps))
             try:
                 result = ppo_update(p.model, optimizer, batch, settings, hooks)

@@ -1,6 +1,7 @@
 """WarpDrive's ``warp_drive.utils.constants.Constants``: its reserved names, as this project spells them."""
 
 from warp_drive.data_manager import DONE, TIMESTEP
+from warp_drive.environment import ACTION_MASK
 
 
 class Constants:
@@ -18,6 +19,6 @@ class Constants:
     REWARDS = "rewards"
     DONE_FLAGS = DONE
     PROCESSED_OBSERVATIONS = "processed_observations"
-    ACTION_MASK = "action_mask"
+    ACTION_MASK = ACTION_MASK
     DONE = DONE
     TIMESTEP = TIMESTEP

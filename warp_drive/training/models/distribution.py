@@ -13,6 +13,10 @@ from typing import Sequence
 
 import torch
 
+# The logit of a masked action: finite, so log-softmax stays finite and ``0 * log p`` is 0 (a finite
+# entropy), and low enough that its probability is exactly 0.0 in float32 (never sampled, never argmax).
+MASKED_LOGIT = -1.0e8
+
 
 class ActionDistribution:
     """The policy's output for a batch of observations.
@@ -71,6 +75,22 @@ class ActionDistribution:
     def _require(self, kind: str, what: str) -> None:
         if self.kind != kind:
             raise TypeError(f"{what}() is only defined for {kind} action distributions (this one is {self.kind})")
+
+    def masked(self, mask: torch.Tensor) -> "ActionDistribution":
+        """This distribution with the actions where ``mask`` is 0 removed (their logits set to
+        :data:`MASKED_LOGIT`); ``mask`` is ``(..., sum of the heads' sizes)``, every head keeping a legal action.
+
+        Applied to a model's output by the trainer (models never see masks): sampling, argmax,
+        ``log_prob`` and the entropy then cover the legal actions only.
+        """
+        self._require("discrete", "masked")
+        sizes = [lg.shape[-1] for lg in self.logits]
+        if mask.shape[:-1] != self.batch_shape or mask.shape[-1] != sum(sizes):
+            raise ValueError(f"action mask of shape {tuple(mask.shape)} does not match batch "
+                             f"{tuple(self.batch_shape)} with heads of {sizes} actions")
+        legal = mask.to(torch.bool).split(sizes, dim=-1)
+        return ActionDistribution(logits=[torch.where(ok, lg, torch.full_like(lg, MASKED_LOGIT))
+                                          for lg, ok in zip(self.logits, legal)])
 
     # ------------------------------------------------------------------ sampler export
     def probs_per_head(self) -> list[torch.Tensor]:
