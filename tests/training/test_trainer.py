@@ -172,3 +172,27 @@ def test_torch_gets_one_thread_where_the_kernels_use_the_host_cores(monkeypatch,
     finally:
         torch.set_num_threads(before)
 
+
+
+def test_team_return_is_the_sum_of_the_agents_episode_returns_per_policy():
+    """charts/team_return sums a policy's agents (JaxMARL's MPE convention); charts/episodic_return averages them."""
+    trainer = build(config("tag_gridworld", "trainer.num_envs=4", "trainer.rollout_length=100",
+                           "trainer.total_steps=400"))
+    T, E = trainer.rollout_length, trainer.num_envs
+    trainer.collect_rollout()
+    metrics = trainer.episode_metrics(reset=False)
+    done = (trainer.done_buffer > 0).tolist()
+    for tag, p in trainer.policies.items():
+        n = len(p.agent_ids)
+        team = p.buffers["rewards"].reshape(T, E, n).sum(-1).tolist()
+        finished, running = [], [0.0] * E  # every env starts an episode with the rollout (a fresh trainer)
+        for t in range(T):
+            for e in range(E):
+                running[e] += team[t][e]
+                if done[t][e]:
+                    finished.append(running[e])
+                    running[e] = 0.0
+        assert metrics[f"charts/episodes/{tag}"] == len(finished) > E  # several episodes end in some envs
+        assert metrics[f"charts/team_return/{tag}"] == pytest.approx(sum(finished) / len(finished), rel=1e-5)
+        assert metrics[f"charts/episodic_return/{tag}"] == pytest.approx(sum(finished) / len(finished) / n,
+                                                                         rel=1e-5)

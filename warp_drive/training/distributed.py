@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 TIMEOUT_ENV = "WARP_DRIVE_DIST_TIMEOUT"
 SUMMED_METRICS = ("charts/SPS",)  # throughputs add up over ranks; everything else is averaged
+# Per-episode means of episode_metrics(): averaged over ranks weighted by their episodes.
+EPISODE_MEANS = ("episodic_return", "team_return")
 
 
 def launched_by_torchrun() -> bool:
@@ -148,16 +150,18 @@ class Distributed:
         zero to the sum and zero to the count.
         """
         tags = sorted(k.rsplit("/", 1)[-1] for k in metrics if k.startswith("charts/episodes/"))
+        means = [name for name in EPISODE_MEANS if all(f"charts/{name}/{tag}" in metrics for tag in tags)]
         rows = []
         for tag in tags:
             count = float(metrics[f"charts/episodes/{tag}"])
-            mean = float(metrics[f"charts/episodic_return/{tag}"])
-            rows.append([mean * count if count else 0.0, count])
-        totals = torch.tensor(rows, dtype=torch.float64, device=self.device).reshape(-1, 2)
+            rows.append([*(float(metrics[f"charts/{m}/{tag}"]) * count if count else 0.0 for m in means), count])
+        totals = torch.tensor(rows, dtype=torch.float64, device=self.device).reshape(-1, len(means) + 1)
         dist.all_reduce(totals)
         out = dict(metrics)
-        for tag, (total, count) in zip(tags, totals.tolist()):
-            out[f"charts/episodic_return/{tag}"] = total / count if count else math.nan
+        for tag, row in zip(tags, totals.tolist()):
+            count = row[-1]
+            for name, total in zip(means, row):
+                out[f"charts/{name}/{tag}"] = total / count if count else math.nan
             out[f"charts/episodes/{tag}"] = count
         return out
 

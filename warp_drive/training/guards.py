@@ -86,7 +86,7 @@ def describe_nonfinite_rollout(policies: Iterable[Any]) -> str | None:
 def discard_nonfinite_returns(policies: Iterable[Any]) -> None:
     """After a skipped rollout, the episode tallies must not carry its NaNs forward."""
     for p in policies:
-        for tally in (p.running_return, p.finished_return_sum):
+        for tally in (p.running_return, p.finished_return_sum, p.finished_team_sum):
             tally.copy_(torch.where(torch.isfinite(tally), tally, torch.zeros_like(tally)))
 
 

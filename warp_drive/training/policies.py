@@ -39,6 +39,7 @@ class Policy:
     running_return: torch.Tensor | None = None
     finished_return_sum: torch.Tensor | None = None
     finished_count: torch.Tensor | None = None
+    finished_team_sum: torch.Tensor | None = None  # episodes' returns summed over the policy's agents
 
     @property
     def discrete(self) -> bool:

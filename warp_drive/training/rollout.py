@@ -178,6 +178,7 @@ class OnDeviceTrainer:
             p.running_return = torch.zeros((E, len(p.agent_ids)), device=self.device)
             p.finished_return_sum = torch.zeros((), device=self.device)
             p.finished_count = torch.zeros((), device=self.device)
+            p.finished_team_sum = torch.zeros((), device=self.device)
 
     # ------------------------------------------------------------------ rollout
     def _policy_obs(self, p: Policy) -> torch.Tensor:
@@ -201,6 +202,7 @@ class OnDeviceTrainer:
             p.running_return += rewards
             per_env = p.running_return.mean(dim=1, keepdim=True)
             p.finished_return_sum += (per_env * ended).sum()
+            p.finished_team_sum += (p.running_return.sum(dim=1, keepdim=True) * ended).sum()
             p.finished_count += ended.sum()
             p.running_return *= ~ended
         with self.timed("reset"):
@@ -221,15 +223,18 @@ class OnDeviceTrainer:
         warnings.warn(message + "; update skipped (trainer.on_nonfinite=skip)", RuntimeWarning, stacklevel=3)
 
     def episode_metrics(self, reset: bool = True) -> dict[str, float]:
-        """Mean episodic return per policy since the last call (mean over the policy's agents)."""
+        """Per policy, over the episodes ended since the last call: the mean episodic return of an agent
+        (``charts/episodic_return``) and of the policy's agents together (``charts/team_return``: their sum,
+        what cooperative-MARL papers and JaxMARL report), and the episodes counted."""
         out = {}
         for p in self.policies.values():
             count = float(p.finished_count)
             out[f"charts/episodic_return/{p.tag}"] = float(p.finished_return_sum) / count if count else float("nan")
+            out[f"charts/team_return/{p.tag}"] = float(p.finished_team_sum) / count if count else float("nan")
             out[f"charts/episodes/{p.tag}"] = count
             if reset:
-                p.finished_return_sum.zero_()
-                p.finished_count.zero_()
+                for tally in (p.finished_return_sum, p.finished_team_sum, p.finished_count):
+                    tally.zero_()
         return out
 
     def iterate(self) -> dict[str, float]:
@@ -266,7 +271,8 @@ class OnDeviceTrainer:
             "env_steps": self.env_steps,
             "models": {t: p.model.state_dict() for t, p in self.policies.items()},
             "optimizers": {t: p.optimizer.state_dict() for t, p in self.policies.items()},
-            "accumulators": {t: (p.running_return.cpu(), p.finished_return_sum.cpu(), p.finished_count.cpu())
+            "accumulators": {t: (p.running_return.cpu(), p.finished_return_sum.cpu(), p.finished_count.cpu(),
+                                 p.finished_team_sum.cpu())
                              for t, p in self.policies.items()},
             "sampler": self.sampler.state_dict(),
             "reset": self.env.env_resetter.state_dict(),
@@ -280,10 +286,11 @@ class OnDeviceTrainer:
         for tag, p in self.policies.items():
             p.model.load_state_dict(state["models"][tag])
             p.optimizer.load_state_dict(state["optimizers"][tag])
-            running, total, count = state["accumulators"][tag]
+            running, total, count, *team = state["accumulators"][tag]  # no team sum in earlier checkpoints
             p.running_return.copy_(running)
             p.finished_return_sum.copy_(total)
             p.finished_count.copy_(count)
+            p.finished_team_sum.copy_(team[0] if team else total * running.shape[1])
         self.sampler.load_state_dict(state["sampler"])
         self.env.env_resetter.load_state_dict(state["reset"])
         dm = self.env.data_manager

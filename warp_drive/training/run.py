@@ -326,7 +326,8 @@ def gather_metrics(trainer: OnDeviceTrainer, metrics: dict[str, float]) -> tuple
     if dist is not None:
         metrics, episodes = dist.reduce_metrics(metrics), dist.reduce_episode_metrics(episodes)
     merged = {**metrics, **episodes}
-    return local, {k: v for k, v in merged.items() if not (k.startswith("charts/episodic_return/") and math.isnan(v))}
+    return local, {k: v for k, v in merged.items()
+                   if not (k.startswith(("charts/episodic_return/", "charts/team_return/")) and math.isnan(v))}
 
 
 def checkpoint_state(loop: TrainingLoop) -> dict[str, Any]:
