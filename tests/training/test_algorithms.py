@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, compute_gae, explained_variance, ppo_update
+from warp_drive.training.ppo import (Batch, PPOSettings, UpdateHooks, ValueNormalizer, compute_gae, explained_variance,
+                                     ppo_update)
 
 GAMMA, LAM = 0.9, 0.8
 REWARDS = torch.tensor([[1.0], [2.0], [3.0]])
@@ -199,3 +201,17 @@ def test_the_deferred_metrics_are_the_means_of_every_minibatch():
     assert metrics["value_loss"] == pytest.approx(float(0.5 * ((value - batch.returns) ** 2).mean()), rel=1e-6)
     two = update(model, batch, num_epochs=2, num_minibatches=1, lr=0.0)  # lr 0: both steps see the same model
     assert two["updates"] == 2 and two["value_loss"] == pytest.approx(metrics["value_loss"], rel=1e-6)
+
+
+def test_value_normalizer_merges_batches_exactly_and_inverts():
+    rng = np.random.default_rng(0)
+    batches = [torch.tensor(rng.normal(-300.0, 40.0, size=n)) for n in (7, 100, 1)]
+    norm = ValueNormalizer()
+    for b in batches:
+        norm.update(b.float())
+    seen = torch.cat(batches).float().double().numpy()
+    assert float(norm.mean) == pytest.approx(seen.mean(), rel=1e-9) and float(norm.var) == pytest.approx(seen.var(),
+                                                                                                           rel=1e-9)
+    x = torch.tensor([-400.0, -300.0, 0.0])
+    assert torch.allclose(norm.denormalize(norm.normalize(x)), x, rtol=1e-6)
+    assert abs(float(norm.normalize(torch.tensor([float(seen.mean())])))) < 1e-6

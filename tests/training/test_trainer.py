@@ -196,3 +196,29 @@ def test_team_return_is_the_sum_of_the_agents_episode_returns_per_policy():
         assert metrics[f"charts/team_return/{tag}"] == pytest.approx(sum(finished) / len(finished), rel=1e-5)
         assert metrics[f"charts/episodic_return/{tag}"] == pytest.approx(sum(finished) / len(finished) / n,
                                                                          rel=1e-5)
+
+
+def test_value_normalization_keeps_the_value_loss_on_one_scale_and_resumes_exactly():
+    """Pendulum's returns are about -1,000: the critic's loss is O(100) on raw returns, O(1) normalised."""
+    def pendulum(*extra):
+        return build(config("pendulum", "trainer.num_envs=16", "trainer.rollout_length=64",
+                            "trainer.total_steps=4096", *extra))
+
+    raw = [pendulum().iterate() for _ in range(1)][0]["losses/value_loss/shared"]
+    trainer = pendulum("policy.shared.value_normalization=true")
+    metrics = [trainer.iterate() for _ in range(3)]
+    scaled = metrics[0]["losses/value_loss/shared"]
+    assert raw > 50 and scaled < 5, (raw, scaled)
+    norm = trainer.policies["shared"].value_norm
+    assert float(norm.count) == 3 * 16 * 64 and float(norm.mean) < -10  # the returns seen, in return units
+    # A checkpoint after the first iteration continues exactly (the statistics are in it).
+    first = pendulum("policy.shared.value_normalization=true")
+    first.iterate()
+    state = first.state_dict()
+    assert "value_norms" in state
+    resumed = pendulum("policy.shared.value_normalization=true")
+    resumed.load_state_dict(state)
+    later = [resumed.iterate() for _ in range(2)]
+    for x, y in zip(metrics[1:], later):
+        assert x["losses/value_loss/shared"] == y["losses/value_loss/shared"]
+    assert torch.equal(resumed.policies["shared"].value_norm.mean, norm.mean)

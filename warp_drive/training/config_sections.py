@@ -134,6 +134,8 @@ class OnPolicyConfig(PolicyConfig):
     num_epochs: int = _f(4, _int(minimum=1))
     num_minibatches: int = _f(4, _int(minimum=1))
     target_kl: float | None = _f(None, _optional(_float(positive=True), "no early stop"))
+    # The critic learns returns scaled by their running mean and std (MAPPO's value normalisation).
+    value_normalization: bool = _f(False, _bool)
     model: ModelConfig = _section(ModelConfig)
 
     @staticmethod

@@ -40,6 +40,7 @@ class Policy:
     finished_return_sum: torch.Tensor | None = None
     finished_count: torch.Tensor | None = None
     finished_team_sum: torch.Tensor | None = None  # episodes' returns summed over the policy's agents
+    value_norm: Any = None  # a ppo.ValueNormalizer when the critic learns normalised returns
 
     @property
     def discrete(self) -> bool:

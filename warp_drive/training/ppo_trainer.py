@@ -24,7 +24,7 @@ import torch
 from warp_drive.environment import TERMINATED, TRUNCATED
 from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, discard_nonfinite_returns, snapshot
 from warp_drive.training.models import create_model
-from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, compute_gae, ppo_update
+from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, ValueNormalizer, compute_gae, ppo_update
 from warp_drive.training.policies import ENV_ACTIONS, Policy, space_signature
 from warp_drive.training.rollout import OnDeviceTrainer
 from warp_drive.training.schedules import Schedule
@@ -55,7 +55,14 @@ class PPOTrainer(OnDeviceTrainer):
                         model, optimizer, lr, Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS)
         if policy.discrete:
             self._register_discrete_actions(policy)
+        if cfg.value_normalization:
+            policy.value_norm = ValueNormalizer().to(self.device)
         return policy
+
+    @staticmethod
+    def _in_return_units(p: Policy, value: torch.Tensor) -> torch.Tensor:
+        """The critic's output as a return (it predicts normalised returns with ``value_normalization``)."""
+        return value if p.value_norm is None else p.value_norm.denormalize(value)
 
     def _allocate_buffers(self) -> None:
         super()._allocate_buffers()
@@ -81,6 +88,7 @@ class PPOTrainer(OnDeviceTrainer):
         """Choose actions for ``obs``, write them into the env's action array; return (actions, dist, value)."""
         with self.timed("inference"):
             dist, value = p.model(obs)
+            value = self._in_return_units(p, value)
             mask = self._policy_mask(p)
             if mask is not None:
                 dist = dist.masked(mask)
@@ -133,11 +141,11 @@ class PPOTrainer(OnDeviceTrainer):
         n = len(p.agent_ids)
         done = self.done_buffer.repeat_interleave(n, dim=1)  # (T, E * n): agents of an env in a row
         with torch.no_grad():
-            last_value = p.model.value(self._policy_obs(p))
+            last_value = self._in_return_units(p, p.model.value(self._policy_obs(p)))
             next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
             truncated = done == TRUNCATED
             if bool(truncated.any()):  # one host sync per iteration
-                next_values[truncated] = p.model.value(buf["final_obs"][truncated])
+                next_values[truncated] = self._in_return_units(p, p.model.value(buf["final_obs"][truncated]))
         cfg = p.config
         return compute_gae(buf["rewards"], buf["values"], next_values, done == TERMINATED, done > 0, cfg.gamma,
                            cfg.gae_lambda)
@@ -168,9 +176,15 @@ class PPOTrainer(OnDeviceTrainer):
                 group["lr"] = p.lr.value(self.env_steps)
             advantages, returns = self._advantages(p)
             buf = p.buffers
+            values = buf["values"]
+            if p.value_norm is not None:  # the critic learns this rollout's returns on the updated scale
+                p.value_norm.update(returns)
+                if dist is not None:
+                    dist.average_buffers(p.value_norm)
+                values, returns = p.value_norm.normalize(values), p.value_norm.normalize(returns)
             batch = Batch(obs=buf["obs"].reshape(-1, p.obs_dim),
                           actions=buf["actions"].reshape(-1, buf["actions"].shape[-1]),
-                          logprobs=buf["logprobs"].reshape(-1), values=buf["values"].reshape(-1),
+                          logprobs=buf["logprobs"].reshape(-1), values=values.reshape(-1),
                           advantages=advantages.reshape(-1), returns=returns.reshape(-1),
                           masks=buf["masks"].reshape(-1, buf["masks"].shape[-1]) if "masks" in buf else None)
             settings = PPOSettings.of(p.config, p.entropy_coef.value(self.env_steps))
@@ -184,3 +198,17 @@ class PPOTrainer(OnDeviceTrainer):
                 metrics[f"losses/{key}/{p.tag}"] = value
             metrics[f"charts/learning_rate/{p.tag}"] = optimizer.param_groups[0]["lr"]
         return metrics
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        norms = {t: p.value_norm.state_dict() for t, p in self.policies.items() if p.value_norm is not None}
+        if norms:
+            state["value_norms"] = norms
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        for tag, p in self.policies.items():
+            if p.value_norm is not None:
+                p.value_norm.load_state_dict(state["value_norms"][tag])
