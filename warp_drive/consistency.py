@@ -52,33 +52,55 @@ def _legal_draw(legal: np.ndarray, sizes: list[int], rng: np.random.Generator) -
     return np.stack(heads, axis=1)
 
 
+def _draw(space: spaces.Space, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """``(rows, width)`` valid actions of ``space``."""
+    if isinstance(space, spaces.Discrete):
+        return rng.integers(space.start, space.start + space.n, size=(rows, 1))
+    if isinstance(space, spaces.MultiDiscrete):
+        return rng.integers(0, space.nvec, size=(rows, len(space.nvec)))
+    if isinstance(space, spaces.Box):
+        return rng.uniform(space.low, space.high, size=(rows, *space.shape)).reshape(rows, -1)
+    raise TypeError(f"random actions for {type(space).__name__} spaces are not supported")
+
+
 def random_actions(wrapper: EnvWrapper, rng: np.random.Generator) -> np.ndarray:
-    """One valid action per (env, agent), drawn from each agent's own action space (among the
-    legal ones when the env has an ``action_mask``: kernels may rely on it)."""
+    """One valid action per (env, agent) of the shared ``sampled_actions``, drawn from each agent's own
+    action space (among the legal ones when the env has an ``action_mask``: kernels may rely on it).
+    Rows of agents whose group owns its action array stay 0 (:func:`random_action_arrays` fills those)."""
     shape = tuple(wrapper.actions.shape)
     dtype = wrapper.actions.dtype
     out = np.zeros(shape, np.int32 if dtype == torch.int32 else np.float32)
     flat = out.reshape(shape[0], shape[1], -1)
     mask = wrapper.action_mask
     legal = None if mask is None else mask.cpu().numpy() != 0
-    for agent in range(wrapper.num_agents):
+    for agent in wrapper.agents_on_shared("sampled_actions"):
         space = wrapper.env.action_space(agent)
         if legal is not None:  # the wrapper accepts a mask only over Discrete / MultiDiscrete spaces from 0
             sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(n) for n in space.nvec]
             draw = _legal_draw(legal[:, agent], sizes, rng)
-        elif isinstance(space, spaces.Discrete):
-            draw = rng.integers(space.start, space.start + space.n, size=(shape[0], 1))
-        elif isinstance(space, spaces.MultiDiscrete):
-            draw = rng.integers(0, space.nvec, size=(shape[0], len(space.nvec)))
-        elif isinstance(space, spaces.Box):
-            draw = rng.uniform(space.low, space.high, size=(shape[0], *space.shape)).reshape(shape[0], -1)
         else:
-            raise TypeError(f"random actions for {type(space).__name__} spaces are not supported")
+            draw = _draw(space, shape[0], rng)
         if draw.shape[1] != flat.shape[2]:
             raise ValueError(
                 f"{wrapper.name}: agent {agent}'s action space {space} does not fit sampled_actions of shape {shape}"
             )
         flat[:, agent, :] = draw
+    return out
+
+
+def random_action_arrays(wrapper: EnvWrapper, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Valid random actions for every action array the kernel reads: the shared ``sampled_actions`` (when
+    some agents use it) and each group's own ``sampled_actions_<group>``."""
+    dm = wrapper.data_manager
+    out = {}
+    if dm.is_data_on_device("sampled_actions"):
+        out["sampled_actions"] = random_actions(wrapper, rng)
+    for group in wrapper.group_arrays.values():
+        if group.owned["sampled_actions"]:
+            name = group.names["sampled_actions"]
+            shape = dm.get_shape(name)
+            draw = _draw(wrapper.env.action_space(group.agents[0]), shape[0] * shape[1], rng)
+            out[name] = draw.reshape(shape).astype(np.int32 if dm.get_dtype(name) == "int32" else np.float32)
     return out
 
 
@@ -193,8 +215,8 @@ def check(
         report = CheckReport(env.name, dict(config), arrays=_compared_arrays(wrapper))
         for step in range(num_episodes * wrapper.episode_length):
             where = f"{env.name} {config}, step {step}"
-            actions = random_actions(wrapper, rng)
-            wrapper.actions.copy_(torch.from_numpy(actions))
+            for name, actions in random_action_arrays(wrapper, rng).items():
+                wrapper.data_manager.data_on_device_via_torch(name).copy_(torch.from_numpy(actions))
             reference = host_arrays(wrapper)
             env.reference_step(reference)
             wrapper.step_all_envs()

@@ -55,6 +55,7 @@ from warp_drive.environment import (
     Environment,
 )
 from warp_drive.function_manager import FunctionFeed, FunctionManager
+from warp_drive.group_arrays import resolve_group_arrays
 from warp_drive.registry import get_env_class
 from warp_drive.reset import EnvironmentReset
 from warp_drive.sampler import random_seed
@@ -117,7 +118,9 @@ class EnvWrapper:
 
         self.data_manager = DataManager(self.num_envs, self.num_agents, self.episode_length, backend=self.backend)
         self.data_manager.push_data_to_device(env_.get_data_dictionary(self.num_envs))
-        self._check_required_arrays()
+        # Each agent group's arrays: the shared ones, or its own (warp_drive/group_arrays.py).
+        self.group_arrays = resolve_group_arrays(env_, self.data_manager, self.num_envs)
+        self._check_shared_arrays()
         self._check_per_agent_sizes()
         self._mask_offsets = self._check_action_mask()
         self._push_reset_pools(reset_pool_size)
@@ -170,11 +173,16 @@ class EnvWrapper:
                              "blocks_per_env does not apply")
         return None if requested is None else int(requested)
 
-    def _check_required_arrays(self) -> None:
+    def agents_on_shared(self, kind: str) -> list[int]:
+        """The agents whose ``kind`` lives in the shared array (their group does not own one)."""
+        return sorted(a for g in self.group_arrays.values() if not g.owned[kind] for a in g.agents)
+
+    def _check_shared_arrays(self) -> None:
+        """The shared arrays are ``(E, N, ...)``; resolve_group_arrays made sure every agent has one of each kind."""
         dm = self.data_manager
         for name in REQUIRED_ARRAYS:
             if not dm.is_data_on_device(name):
-                raise ValueError(f"{self.env.name}.get_data_dictionary() must define {name!r}")
+                continue
             shape = dm.get_shape(name)
             if shape[:2] != (self.num_envs, self.num_agents):
                 raise ValueError(
@@ -187,8 +195,10 @@ class EnvWrapper:
         space's size, so a smaller array would be written or read past its end."""
         dm = self.data_manager
         for name, space_of in (("observations", self.env.observation_space), ("sampled_actions", self.env.action_space)):
+            if not dm.is_data_on_device(name):
+                continue
             per_agent = int(np.prod(dm.get_shape(name)[2:], dtype=np.int64))
-            for agent in range(self.num_agents):
+            for agent in self.agents_on_shared(name):
                 space = space_of(agent)
                 shape = getattr(space, "shape", None)
                 if shape is None:
@@ -210,6 +220,10 @@ class EnvWrapper:
         dm = self.data_manager
         if not dm.is_data_on_device(ACTION_MASK):
             return None
+        owners = [g.group for g in self.group_arrays.values() if g.owned["sampled_actions"]]
+        if owners:
+            raise ValueError(f"{self.env.name}: {ACTION_MASK!r} masks the shared 'sampled_actions', but group(s) "
+                             f"{owners} own their action arrays; masks for a group's own actions are not supported yet")
         sizes = []
         for agent in range(self.num_agents):
             space = self.env.action_space(agent)
@@ -238,13 +252,15 @@ class EnvWrapper:
         (continuous actions, or spaces that do not fit the array)."""
         from gymnasium import spaces
 
+        if not self.data_manager.is_data_on_device("sampled_actions"):
+            return None
         actions = self.actions
         if actions.dtype != torch.int32:
             return None
         heads = int(np.prod(actions.shape[2:], dtype=np.int64)) if actions.dim() > 2 else 1
-        low = np.zeros((self.num_agents, heads), np.int64)
-        high = np.zeros((self.num_agents, heads), np.int64)
-        for agent in range(self.num_agents):
+        low = np.full((self.num_agents, heads), np.iinfo(np.int32).min, np.int64)  # rows of agents with their own
+        high = np.full((self.num_agents, heads), np.iinfo(np.int32).max, np.int64)  # arrays are never read
+        for agent in self.agents_on_shared("sampled_actions"):
             space = self.env.action_space(agent)
             if isinstance(space, spaces.Discrete):
                 lo, hi = np.array([int(space.start)]), np.array([int(space.start + space.n - 1)])

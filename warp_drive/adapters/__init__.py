@@ -79,6 +79,10 @@ def build_wrapper(env: Any, num_envs: int, backend: Any, seed: int | None, env_c
         )
     if not isinstance(env, EnvWrapper):
         wrapper = EnvWrapper(instance, int(num_envs), backend=backend, seed=seed, reset_pool_size=reset_pool_size)
+    owners = [g.group for g in wrapper.group_arrays.values() if any(g.owned.values())]
+    if owners:
+        raise ValueError(f"{adapter}: group(s) {owners} of {wrapper.name} own their arrays (observations_<group>, ...); "
+                         f"the adapters read the shared observations, sampled_actions and rewards only")
     _check_observations_reset(wrapper, adapter)
     return wrapper
 

@@ -146,7 +146,8 @@ class DDPGTrainer(OnDeviceTrainer):
                             actor_opt, lr, Schedule.parse(0.0, total), NOISE_ARRAY.format(tag=tag),
                             critic_optimizer=critic_opt, critic_lr=critic_lr,
                             replay=ReplayBuffer(cfg.replay_buffer_size, obs_dim, D, self.device),
-                            low=torch.as_tensor(low, device=self.device), high=torch.as_tensor(high, device=self.device))
+                            low=torch.as_tensor(low, device=self.device), high=torch.as_tensor(high, device=self.device),
+                            owned=self._owned_arrays(tag, agent_ids))
         self._register_noise(policy)
         return policy
 
@@ -201,9 +202,7 @@ class DDPGTrainer(OnDeviceTrainer):
                 dm = self.env.data_manager
                 self.sampler.sample(dm, mean.reshape(E, n, D).float().contiguous(), p.action_name, argmax=greedy)
                 actions = dm.data_on_device_via_torch(p.action_name).reshape(E * n, D)
-            env_actions = self.env.actions
-            scaled = p.to_env_actions(actions).reshape(E, n, *env_actions.shape[2:])
-            env_actions.index_copy_(1, p.index, scaled.to(env_actions.dtype))
+            self._write_env_actions(p, p.to_env_actions(actions))
         return actions, None, None
 
     @torch.no_grad()

@@ -41,6 +41,9 @@ class Policy:
     finished_count: torch.Tensor | None = None
     finished_team_sum: torch.Tensor | None = None  # episodes' returns summed over the policy's agents
     value_norm: Any = None  # a ppo.ValueNormalizer when the critic learns normalised returns
+    # The kinds (observations, sampled_actions, rewards) this policy's agent group owns, to the array holding
+    # them (warp_drive/group_arrays.py); the other kinds are rows ``index`` of the shared arrays.
+    owned: dict[str, str] = field(default_factory=dict)
 
     @property
     def discrete(self) -> bool:
@@ -49,6 +52,11 @@ class Policy:
     @property
     def covers_all_agents(self) -> bool:
         return self.agent_ids == list(range(len(self.agent_ids))) and self.action_name == ENV_ACTIONS
+
+    @property
+    def scatters_actions(self) -> bool:
+        """Whether its actions are copied into rows ``index`` of the env's shared ``sampled_actions``."""
+        return "sampled_actions" not in self.owned and not self.covers_all_agents
 
 
 def space_signature(space: spaces.Space) -> tuple:

@@ -52,7 +52,8 @@ class PPOTrainer(OnDeviceTrainer):
         lr = Schedule.parse(cfg.lr, total)
         optimizer = torch.optim.Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
         policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device), obs_dim, action_space,
-                        model, optimizer, lr, Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS)
+                        model, optimizer, lr, Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS,
+                        owned=self._owned_arrays(tag, agent_ids))
         if policy.discrete:
             self._register_discrete_actions(policy)
         if cfg.value_normalization:
@@ -100,20 +101,17 @@ class PPOTrainer(OnDeviceTrainer):
         """Draw (or, ``greedy``, take the most likely) actions from ``dist`` into the env's action array."""
         dm = self.env.data_manager
         E, n = self.num_envs, len(p.agent_ids)
-        env_actions = self.env.actions
         if p.discrete:
             probs = [h.reshape(E, n, -1) for h in dist.probs_per_head()]
             self.sampler.sample(dm, probs if len(probs) > 1 else probs[0], p.action_name, argmax=greedy)
             written = dm.data_on_device_via_torch(p.action_name)
-            if not p.covers_all_agents:
-                env_actions.index_copy_(1, p.index, written)
-            actions = written.reshape(E * n, -1).long()
-        else:
-            actions = dist.mode() if greedy else dist.sample()
-            low = torch.as_tensor(p.action_space.low, device=self.device).reshape(1, -1)
-            high = torch.as_tensor(p.action_space.high, device=self.device).reshape(1, -1)
-            clipped = torch.maximum(torch.minimum(actions, high), low).reshape(E, n, *env_actions.shape[2:])
-            env_actions.index_copy_(1, p.index, clipped.to(env_actions.dtype))
+            if p.scatters_actions:
+                self.env.actions.index_copy_(1, p.index, written)
+            return written.reshape(E * n, -1).long()
+        actions = dist.mode() if greedy else dist.sample()
+        low = torch.as_tensor(p.action_space.low, device=self.device).reshape(1, -1)
+        high = torch.as_tensor(p.action_space.high, device=self.device).reshape(1, -1)
+        self._write_env_actions(p, torch.maximum(torch.minimum(actions, high), low))
         return actions
 
     @torch.no_grad()
