@@ -92,6 +92,10 @@ class Environment(abc.ABC):
     # What EnvWrapper.reset_all_envs() returns the first time, {agent: observation};
     # None: env 0's row of the observations array.
     first_observations: Mapping[int, Any] | None = None
+    # The arrays (env dimension first) that make up the env's global state, flattened and concatenated per
+    # env: what a centralised critic reads (critic_input: state). Compact (positions, velocities, ...), so
+    # it stays small with many agents where concatenated observations would not. Empty: no state.
+    state_arrays: ClassVar[Sequence[str]] = ()
     # An env that builds and launches its own step: bind_step(wrapper) returns the
     # launch to call each step. None: the wrapper builds cuda_source and binds
     # step_kernel to step_args.

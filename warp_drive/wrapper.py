@@ -123,6 +123,7 @@ class EnvWrapper:
         self._check_shared_arrays()
         self._check_per_agent_sizes()
         self._mask_offsets = self._check_action_mask()
+        self._check_state_arrays()
         self._push_reset_pools(reset_pool_size)
 
         self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
@@ -211,6 +212,17 @@ class EnvWrapper:
                         f"end. Fix: allocate {name!r} as ({self.num_envs}, {self.num_agents}, *{tuple(shape)}) in "
                         "get_data_dictionary()"
                     )
+
+    def _check_state_arrays(self) -> None:
+        dm = self.data_manager
+        for name in self.env.state_arrays:
+            if not dm.is_data_on_device(name):
+                raise ValueError(f"{self.env.name}.state_arrays names {name!r}, which get_data_dictionary() does "
+                                 f"not define")
+            shape = dm.get_shape(name)
+            if len(shape) == 0 or shape[0] != self.num_envs:
+                raise ValueError(f"{self.env.name}.state_arrays: {name!r} has shape {shape}; a state array has the "
+                                 f"env dimension first ({self.num_envs}, ...)")
 
     def _check_action_mask(self) -> torch.Tensor | None:
         """When the env declares ``action_mask``: check it is int32 ``(E, N, A)`` with ``A`` every agent's
@@ -429,6 +441,16 @@ class EnvWrapper:
     @property
     def actions(self) -> torch.Tensor:
         return self.data_manager.data_on_device_via_torch("sampled_actions")
+
+    @property
+    def state(self) -> torch.Tensor | None:
+        """``(num_envs, S)`` float32: the env's ``state_arrays`` flattened side by side, computed on the device
+        (no host copy); None when the env declares no state."""
+        names = self.env.state_arrays
+        if not names:
+            return None
+        dm = self.data_manager
+        return torch.cat([dm.data_on_device_via_torch(n).reshape(self.num_envs, -1).float() for n in names], dim=1)
 
     @property
     def action_mask(self) -> torch.Tensor | None:

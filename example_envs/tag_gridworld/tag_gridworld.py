@@ -63,6 +63,7 @@ class TagGridWorld(Environment):
     # The step is written as phases over agents (WD_FOR_EACH_AGENT), so an env
     # may have any number of agents, however many threads run it.
     thread_layout = AGENT_PHASES
+    state_arrays = ("loc_x", "loc_y")  # every agent's cell: the global state of a centralised critic
     step_args = (
         "loc_x",
         "loc_y",

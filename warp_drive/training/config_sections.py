@@ -1,20 +1,13 @@
 """The sections of a run config, one dataclass each, and how a mapping is validated into one.
 
 A policy section's type is its ``algorithm``'s (:data:`POLICY_SECTIONS`, default PPO):
-:class:`OnPolicyConfig` for A2C and PPO (``trainer.py``) or :class:`DDPGPolicyConfig`
-(``ddpg.py``), each the keys every trainer reads (:class:`PolicyConfig`'s) plus its
-family's, with its own model section (:class:`ModelConfig`, :class:`DDPGModelConfig`).
-So a resolved config (``config.yaml``) lists only its algorithm's keys, each key has
-one default (on its field), and a key of the other family (``tau`` under a PPO policy,
-``clip_param`` under a DDPG one), in a file or through ``--set``, is an error naming
-the key, the policy and the algorithm it belongs to.
-
-One exception keeps old runs resumable: a ``config.yaml`` saved before the split lists
-every key of both families at its default, so when a config is read from a mapping
-(``RunConfig.from_dict``: any file, a saved run, a checkpoint's hyperparameters) a key
-of the other family holding exactly its default is dropped without a word -- it
-changes nothing. Through ``--set`` it is always an error: there it is a request, which
-would be silently ignored.
+:class:`OnPolicyConfig` (A2C, PPO: ``ppo_trainer.py``) or :class:`DDPGPolicyConfig`
+(``ddpg.py``), the keys every trainer reads plus the family's, with its own model
+section. A resolved ``config.yaml`` lists only its algorithm's keys, each key has one
+default, and another family's key (in a file or through ``--set``) is an error naming
+the key, the policy and the algorithm it belongs to -- except that a mapping read by
+``RunConfig.from_dict`` (a run saved before the split listed both families' keys at
+their defaults) drops such a key when it holds exactly its default: it changes nothing.
 """
 
 from __future__ import annotations
@@ -121,6 +114,9 @@ class PolicyConfig:
                             "PPO) or DDPGPolicyConfig, or policy_config_type(algorithm)")
 
 
+CRITIC_INPUTS = ("local", "state", "concat_obs")
+
+
 @dataclass
 class OnPolicyConfig(PolicyConfig):
     """An A2C or PPO policy (``trainer.py``). PPO-only keys are ignored by A2C, except epochs/minibatches (_check)."""
@@ -136,6 +132,9 @@ class OnPolicyConfig(PolicyConfig):
     target_kl: float | None = _f(None, _optional(_float(positive=True), "no early stop"))
     # The critic learns returns scaled by their running mean and std (MAPPO's value normalisation).
     value_normalization: bool = _f(False, _bool)
+    # The critic's input: local (IPPO), state or concat_obs (MAPPO; see ppo_trainer.py), + the agent's one-hot.
+    critic_input: str = _f("local", _str(CRITIC_INPUTS, str.lower))
+    max_concat_obs_width: int = _f(1024, _int(minimum=1))  # concat_obs wider than this is refused
     model: ModelConfig = _section(ModelConfig)
 
     @staticmethod

@@ -44,6 +44,7 @@ class Policy:
     # The kinds (observations, sampled_actions, rewards) this policy's agent group owns, to the array holding
     # them (warp_drive/group_arrays.py); the other kinds are rows ``index`` of the shared arrays.
     owned: dict[str, str] = field(default_factory=dict)
+    agent_onehot: torch.Tensor | None = None  # (E * n, n): each row's agent index, for a centralised critic
 
     @property
     def discrete(self) -> bool:

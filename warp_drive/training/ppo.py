@@ -123,6 +123,7 @@ class Batch:
     advantages: torch.Tensor
     returns: torch.Tensor
     masks: torch.Tensor | None = None
+    critic_obs: torch.Tensor | None = None  # a centralised critic's inputs (models.CentralCritic.central_value)
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -232,6 +233,8 @@ def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
             dist, value = model(mb.obs)
             if mb.masks is not None:
                 dist = dist.masked(mb.masks)
+            if mb.critic_obs is not None:
+                value = model.central_value(mb.critic_obs)
             parts = ppo_loss(dist, value, mb, s)
             loss = parts["loss"]
             optimizer.zero_grad(set_to_none=True)

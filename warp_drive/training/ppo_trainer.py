@@ -24,6 +24,7 @@ import torch
 from warp_drive.environment import TERMINATED, TRUNCATED
 from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, discard_nonfinite_returns, snapshot
 from warp_drive.training.models import create_model
+from warp_drive.training.models.central_critic import CentralCritic
 from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, ValueNormalizer, compute_gae, ppo_update
 from warp_drive.training.policies import ENV_ACTIONS, Policy, space_signature
 from warp_drive.training.rollout import OnDeviceTrainer
@@ -47,7 +48,10 @@ class PPOTrainer(OnDeviceTrainer):
         obs_dim = int(np.prod(env.observation_space(agent_ids[0]).shape))
         action_space = env.action_space(agent_ids[0])
         cfg = self.config.policy[tag]
-        model = create_model(cfg.model, obs_dim, action_space).to(self.device)
+        model = create_model(cfg.model, obs_dim, action_space)
+        if cfg.critic_input != "local":
+            model = CentralCritic(model, self._critic_width(tag, cfg, len(agent_ids), obs_dim), cfg.model)
+        model = model.to(self.device)
         total = self.config.trainer.total_steps
         lr = Schedule.parse(cfg.lr, total)
         optimizer = torch.optim.Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
@@ -65,6 +69,37 @@ class PPOTrainer(OnDeviceTrainer):
         """The critic's output as a return (it predicts normalised returns with ``value_normalization``)."""
         return value if p.value_norm is None else p.value_norm.denormalize(value)
 
+    # ------------------------------------------------------------------ the critic's input
+    # local (IPPO): the agent's observation, through the model's own value head. state / concat_obs
+    # (MAPPO): models.CentralCritic reads the env's state arrays (EnvWrapper.state, compact whatever the
+    # number of agents) or all the policy's agents' observations of the env side by side, either followed
+    # by the agent's one-hot index within the policy; all on the device.
+    def _critic_width(self, tag: str, cfg: Any, n: int, obs_dim: int) -> int:
+        if cfg.critic_input == "state":
+            state = self.env.state
+            if state is None:
+                raise ValueError(f"policy {tag!r}: critic_input: state needs the env's state, but {self.env.name} "
+                                 f"declares no state_arrays. Fix: declare them, or use critic_input: concat_obs")
+            return state.shape[1] + n
+        width = n * obs_dim
+        if width > cfg.max_concat_obs_width:
+            raise ValueError(f"policy {tag!r}: critic_input: concat_obs gives the critic {n} agents x {obs_dim} "
+                             f"observations = {width} inputs, above max_concat_obs_width ({cfg.max_concat_obs_width})."
+                             f" Fix: critic_input: state (the env's compact state_arrays), or raise the limit")
+        return width + n
+
+    def _critic_input(self, p: Policy) -> torch.Tensor | None:
+        if p.agent_onehot is None:
+            return None
+        E, n = self.num_envs, len(p.agent_ids)
+        shared = self.env.state if p.config.critic_input == "state" else self._policy_obs(p).reshape(E, -1)
+        return torch.cat([shared.repeat_interleave(n, dim=0), p.agent_onehot], dim=1)
+
+    def _value(self, p: Policy, obs: torch.Tensor, critic_input: torch.Tensor | None) -> torch.Tensor:
+        """``V`` in return units, from the model's value head or the centralised critic."""
+        raw = p.model.value(obs) if critic_input is None else p.model.central_value(critic_input)
+        return self._in_return_units(p, raw)
+
     def _allocate_buffers(self) -> None:
         super()._allocate_buffers()
         T = self.rollout_length
@@ -72,6 +107,12 @@ class PPOTrainer(OnDeviceTrainer):
             B = self.num_envs * len(p.agent_ids)
             p.buffers["logprobs"] = torch.zeros((T, B), device=self.device)
             p.buffers["values"] = torch.zeros((T, B), device=self.device)
+            if p.config.critic_input != "local":
+                n = len(p.agent_ids)
+                p.agent_onehot = torch.eye(n, device=self.device).repeat(self.num_envs, 1)
+                width = p.model.critic_dim
+                p.buffers["critic_obs"] = torch.zeros((T, B, width), device=self.device)
+                p.buffers["final_critic_obs"] = torch.zeros((T, B, width), device=self.device)
             mask = self._policy_mask(p)
             if mask is not None:  # the masks the actions were chosen under, for the update's log-probabilities
                 p.buffers["masks"] = torch.zeros((T, *mask.shape), dtype=torch.bool, device=self.device)
@@ -89,7 +130,8 @@ class PPOTrainer(OnDeviceTrainer):
         """Choose actions for ``obs``, write them into the env's action array; return (actions, dist, value)."""
         with self.timed("inference"):
             dist, value = p.model(obs)
-            value = self._in_return_units(p, value)
+            critic_input = self._critic_input(p)
+            value = self._in_return_units(p, value) if critic_input is None else self._value(p, obs, critic_input)
             mask = self._policy_mask(p)
             if mask is not None:
                 dist = dist.masked(mask)
@@ -130,6 +172,9 @@ class PPOTrainer(OnDeviceTrainer):
                 buf["values"][t] = value
                 if "masks" in buf:
                     buf["masks"][t] = self._policy_mask(p)
+                if "critic_obs" in buf:
+                    buf["critic_obs"][t] = self._critic_input(p)
+                    p.model.update_critic_normalization(buf["critic_obs"][t])
             self._step_envs_and_record(t)
         self.env_steps += self.batch_env_steps
 
@@ -139,11 +184,12 @@ class PPOTrainer(OnDeviceTrainer):
         n = len(p.agent_ids)
         done = self.done_buffer.repeat_interleave(n, dim=1)  # (T, E * n): agents of an env in a row
         with torch.no_grad():
-            last_value = self._in_return_units(p, p.model.value(self._policy_obs(p)))
+            last_value = self._value(p, self._policy_obs(p), self._critic_input(p))
             next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
             truncated = done == TRUNCATED
             if bool(truncated.any()):  # one host sync per iteration
-                next_values[truncated] = self._in_return_units(p, p.model.value(buf["final_obs"][truncated]))
+                final_critic = buf["final_critic_obs"][truncated] if "final_critic_obs" in buf else None
+                next_values[truncated] = self._value(p, buf["final_obs"][truncated], final_critic)
         cfg = p.config
         return compute_gae(buf["rewards"], buf["values"], next_values, done == TERMINATED, done > 0, cfg.gamma,
                            cfg.gae_lambda)
@@ -184,7 +230,8 @@ class PPOTrainer(OnDeviceTrainer):
                           actions=buf["actions"].reshape(-1, buf["actions"].shape[-1]),
                           logprobs=buf["logprobs"].reshape(-1), values=values.reshape(-1),
                           advantages=advantages.reshape(-1), returns=returns.reshape(-1),
-                          masks=buf["masks"].reshape(-1, buf["masks"].shape[-1]) if "masks" in buf else None)
+                          masks=buf["masks"].reshape(-1, buf["masks"].shape[-1]) if "masks" in buf else None,
+                          critic_obs=buf["critic_obs"].reshape(-1, p.model.critic_dim) if "critic_obs" in buf else None)
             settings = PPOSettings.of(p.config, p.entropy_coef.value(self.env_steps))
             try:
                 result = ppo_update(p.model, optimizer, batch, settings, hooks)

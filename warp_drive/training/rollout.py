@@ -1,29 +1,18 @@
 """The rollout every algorithm shares: policies over agent groups, device buffers, stepping, episode tallies.
 
-:class:`OnDeviceTrainer` is the base of :class:`~warp_drive.training.ppo_trainer.PPOTrainer`
-(A2C / PPO) and :class:`~warp_drive.training.ddpg.DDPGTrainer`. It owns what
-does not depend on the algorithm:
+:class:`OnDeviceTrainer`, the base of ``PPOTrainer`` (A2C / PPO) and ``DDPGTrainer``, owns what does
+not depend on the algorithm: the policies (each a model, an optimizer and a set of agents, read from
+the env's agent groups and their arrays); the rollout buffers ``(T, E * N_policy, ...)`` on the device
+(observations, final observations before a reset, which bootstrap truncated episodes, actions,
+rewards, done flags); one env step for all envs, the kernels' resets of done envs and the episode
+tallies, without a host copy; the iteration clock and phase timers, the NaN/inf policy
+(``on_nonfinite``), the state a checkpoint needs, and evaluation episodes (:meth:`run_episodes`).
+A subclass makes the policies (``_make_policy``), acts (``_act``), collects a rollout
+(``collect_rollout``) and learns (``learn``).
 
-* the policies: each (e.g. ``tagger`` and ``runner``, or one ``shared``) a
-  model, an optimizer and a set of agents, read from the env's agent groups;
-* the rollout buffers ``(T, E * N_policy, ...)`` on the device: observations,
-  final observations (before a reset: they bootstrap truncated episodes),
-  actions, rewards, and the envs' done flags;
-* one env step for all envs (:meth:`_step_envs_and_record`), the reset of
-  the done envs by kernels, the episode tallies, all without a host copy;
-* the iteration clock and phase timers, the NaN/inf policy
-  (``on_nonfinite``), the state a checkpoint needs, and greedy or sampled
-  evaluation episodes (:meth:`run_episodes`).
-
-A subclass makes the policies (``_make_policy``), chooses actions (``_act``),
-collects a rollout (``collect_rollout``) and updates (``update``).
-
-A single seed makes a run reproducible on the cpu executor; checkpoints hold
-everything needed to continue with the same metrics. Given a
-``Distributed`` (``training/distributed.py``), a trainer is one
-data-parallel rank: it starts from rank 0's parameters and its subclass
-averages gradients over ranks; rollouts, metrics and ``state_dict`` stay
-local, and ``run.train`` aggregates them.
+One seed makes a run reproducible on the cpu executor, and checkpoints continue it with the same
+metrics. Given a ``Distributed``, a trainer is one data-parallel rank: it starts from rank 0's
+parameters and its subclass averages gradients; rollouts, metrics and ``state_dict`` stay local.
 """
 
 from __future__ import annotations
@@ -107,6 +96,11 @@ class OnDeviceTrainer:
     def collect_rollout(self) -> None:
         """``rollout_length`` steps of every env into the buffers."""
         raise NotImplementedError
+
+    def _critic_input(self, p: Policy) -> torch.Tensor | None:
+        """A centralised critic's input for the policy's agents now (recorded before each reset as
+        ``final_critic_obs`` when the policy has that buffer); None: the critic reads the observations."""
+        return None
 
     def learn(self, optimizers: Any = None, backward: Callable[[torch.Tensor], None] | None = None) -> dict:
         """Learn from the last rollout; return the update's metrics (:meth:`update` times it)."""
@@ -241,6 +235,8 @@ class OnDeviceTrainer:
             rewards = self._policy_rewards(p)
             p.buffers["rewards"][t] = rewards.reshape(-1)
             p.buffers["final_obs"][t] = self._policy_obs(p)  # before the reset: bootstraps truncations
+            if "final_critic_obs" in p.buffers:
+                p.buffers["final_critic_obs"][t] = self._critic_input(p)
             p.running_return += rewards
             per_env = p.running_return.mean(dim=1, keepdim=True)
             p.finished_return_sum += (per_env * ended).sum()

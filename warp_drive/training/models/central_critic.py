@@ -1,0 +1,58 @@
+"""``CentralCritic``: a policy's actor beside a value network over a centralised input (MAPPO).
+
+The actor is any registered model (it acts from the agent's own observation,
+as in IPPO); the critic reads what ``critic_input`` chooses (the env's state
+arrays, or the policy's agents' observations side by side, each with the
+agent's one-hot index: see ``ppo_trainer.py``). Both live in one module, so
+checkpoints, the optimizer, data-parallel broadcasts and Lightning see them
+together. Only training needs the critic: acting uses the actor alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from warp_drive.training.models.actor_critic import _option
+from warp_drive.training.models.distribution import ActionDistribution
+from warp_drive.training.models.layers import RunningMeanStd, layer_init, mlp
+
+
+class CentralCritic(nn.Module):
+    """``actor`` (a model returning ``(distribution, value)``) and ``V(critic input)`` of width ``critic_dim``.
+
+    The critic's layers follow the policy's ``model`` section (``fc_dims``,
+    ``activation``, ``obs_normalization``, the last applied to its input).
+    """
+
+    def __init__(self, actor: nn.Module, critic_dim: int, config: Any = None):
+        super().__init__()
+        fc_dims, activation = list(_option(config, "fc_dims")), _option(config, "activation")
+        self.actor = actor
+        self.critic_dim = int(critic_dim)
+        self.critic_rms = RunningMeanStd(self.critic_dim) if _option(config, "obs_normalization") else None
+        self.critic_trunk = mlp(self.critic_dim, fc_dims, activation)
+        self.critic_head = layer_init(nn.Linear(fc_dims[-1] if fc_dims else self.critic_dim, 1), gain=1.0)
+
+    def forward(self, obs: torch.Tensor) -> tuple[ActionDistribution, torch.Tensor]:
+        """The actor's output: its distribution (and its own, unused, value)."""
+        return self.actor(obs)
+
+    def update_obs_normalization(self, obs: torch.Tensor) -> None:
+        update = getattr(self.actor, "update_obs_normalization", None)  # optional for user models
+        if update is not None:
+            update(obs)
+
+    def update_critic_normalization(self, x: torch.Tensor) -> None:
+        if self.critic_rms is not None:
+            self.critic_rms.update(x)
+
+    def central_value(self, x: torch.Tensor) -> torch.Tensor:
+        """``V`` of critic inputs ``(..., critic_dim)`` -> ``(...)``."""
+        if x.shape[-1] != self.critic_dim:
+            raise ValueError(f"critic inputs of shape {tuple(x.shape)}: last dimension must be {self.critic_dim}")
+        if self.critic_rms is not None:
+            x = self.critic_rms.normalize(x)
+        return self.critic_head(self.critic_trunk(x)).squeeze(-1)
