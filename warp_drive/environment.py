@@ -96,6 +96,10 @@ class Environment(abc.ABC):
     # env: what a centralised critic reads (critic_input: state). Compact (positions, velocities, ...), so
     # it stays small with many agents where concatenated observations would not. Empty: no state.
     state_arrays: ClassVar[Sequence[str]] = ()
+    # An int32 (num_envs, num_agents) array the kernel keeps at 1 while an agent is in the game and sets to 0
+    # when it leaves (e.g. a tagged runner): the step it leaves ends its own episode (a termination), and
+    # its samples until the env resets count for nothing in the trainer's losses. "": every agent stays.
+    active_array: ClassVar[str] = ""
     # An env that builds and launches its own step: bind_step(wrapper) returns the
     # launch to call each step. None: the wrapper builds cuda_source and binds
     # step_kernel to step_args.

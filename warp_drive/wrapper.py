@@ -124,6 +124,7 @@ class EnvWrapper:
         self._check_per_agent_sizes()
         self._mask_offsets = self._check_action_mask()
         self._check_state_arrays()
+        self._check_active_array()
         self._push_reset_pools(reset_pool_size)
 
         self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
@@ -223,6 +224,16 @@ class EnvWrapper:
             if len(shape) == 0 or shape[0] != self.num_envs:
                 raise ValueError(f"{self.env.name}.state_arrays: {name!r} has shape {shape}; a state array has the "
                                  f"env dimension first ({self.num_envs}, ...)")
+
+    def _check_active_array(self) -> None:
+        name, dm = self.env.active_array, self.data_manager
+        if not name:
+            return
+        expected = (self.num_envs, self.num_agents)
+        if not dm.is_data_on_device(name) or (dm.get_shape(name), dm.get_dtype(name)) != (expected, "int32"):
+            given = f"{dm.get_dtype(name)} {dm.get_shape(name)}" if dm.is_data_on_device(name) else "not defined"
+            raise ValueError(f"{self.env.name}.active_array {name!r} is {given}; expected int32 {expected} (1 while "
+                             f"an agent is in the game), with a reset twin")
 
     def _check_action_mask(self) -> torch.Tensor | None:
         """When the env declares ``action_mask``: check it is int32 ``(E, N, A)`` with ``A`` every agent's
@@ -441,6 +452,13 @@ class EnvWrapper:
     @property
     def actions(self) -> torch.Tensor:
         return self.data_manager.data_on_device_via_torch("sampled_actions")
+
+    @property
+    def active(self) -> torch.Tensor | None:
+        """``(num_envs, num_agents)`` int32, 1 while an agent is in the game (the env's ``active_array``); None
+        when every agent always is."""
+        name = self.env.active_array
+        return self.data_manager.data_on_device_via_torch(name) if name else None
 
     @property
     def state(self) -> torch.Tensor | None:

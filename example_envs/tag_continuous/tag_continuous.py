@@ -102,6 +102,7 @@ class TagContinuous(Environment):
     # The global state a centralised critic reads (critic_input: state): every agent's position, speed,
     # heading and whether it is still in the game -- 5 numbers per agent, whatever each agent observes.
     state_arrays = ("loc_x", "loc_y", "speed", "direction", "still_in_the_game")
+    active_array = "still_in_the_game"  # a tagged runner leaves: its episode ends there
     # The reference reproduces the kernel's float32 operations one by one
     # (wd_sincosf included), so kernel and reference agree bit for bit.
     consistency_atol = 0.0

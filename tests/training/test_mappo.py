@@ -10,6 +10,7 @@ import torch
 
 from warp_drive.training.config import load_config
 from warp_drive.training.models.central_critic import CentralCritic
+from warp_drive.training.policies import policy_obs
 from warp_drive.training.run import build
 
 
@@ -43,7 +44,7 @@ def test_concat_obs_gives_each_agent_all_the_policys_observations():
     trainer = build(small_tag("concat_obs"))
     p = trainer.policies["runner"]
     n, E = len(p.agent_ids), trainer.num_envs
-    obs = trainer._policy_obs(p).reshape(E, n * p.obs_dim)
+    obs = policy_obs(trainer.env, p).reshape(E, n * p.obs_dim)
     row = trainer._critic_input(p)[3 * n + 1]  # env 3, the policy's agent 1
     assert torch.equal(row[: n * p.obs_dim], obs[3]) and row[n * p.obs_dim + 1] == 1 and row[-n:].sum() == 1
 

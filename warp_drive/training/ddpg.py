@@ -80,7 +80,7 @@ from warp_drive.data_feed import DataFeed
 from warp_drive.training.ddpg_networks import (DDPGModel, ReplayBuffer, actor_loss_of, critic_loss_of,
                                                nstep_transitions, soft_update)
 from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, discard_nonfinite_returns
-from warp_drive.training.policies import Policy
+from warp_drive.training.policies import Policy, owned_arrays, policy_obs, write_env_actions
 from warp_drive.training.rollout import OnDeviceTrainer
 from warp_drive.training.schedules import Schedule
 
@@ -147,7 +147,7 @@ class DDPGTrainer(OnDeviceTrainer):
                             critic_optimizer=critic_opt, critic_lr=critic_lr,
                             replay=ReplayBuffer(cfg.replay_buffer_size, obs_dim, D, self.device),
                             low=torch.as_tensor(low, device=self.device), high=torch.as_tensor(high, device=self.device),
-                            owned=self._owned_arrays(tag, agent_ids))
+                            owned=owned_arrays(self.env, tag, agent_ids))
         self._register_noise(policy)
         return policy
 
@@ -202,14 +202,14 @@ class DDPGTrainer(OnDeviceTrainer):
                 dm = self.env.data_manager
                 self.sampler.sample(dm, mean.reshape(E, n, D).float().contiguous(), p.action_name, argmax=greedy)
                 actions = dm.data_on_device_via_torch(p.action_name).reshape(E * n, D)
-            self._write_env_actions(p, p.to_env_actions(actions))
+            write_env_actions(self.env, p, p.to_env_actions(actions))
         return actions, None, None
 
     @torch.no_grad()
     def collect_rollout(self) -> None:
         for t in range(self.rollout_length):
             for p in self.policies.values():
-                obs = self._policy_obs(p)
+                obs = policy_obs(self.env, p)
                 p.model.update_obs_normalization(obs)
                 random = self.env_steps + t * self.num_envs < p.config.warmup_steps
                 actions, _, _ = self._act(p, obs, random=random)

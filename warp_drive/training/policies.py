@@ -79,3 +79,56 @@ def default_policy_map(env_wrapper: EnvWrapper, policy_tags: list[str]) -> dict[
             f"{sorted(groups)}; name the policies after the groups, or use one policy for all agents"
         )
     return {tag: list(groups[tag]) for tag in policy_tags}
+
+
+# ---------------------------------------------------------------------- where a policy's agents read and write
+def owned_arrays(env: EnvWrapper, tag: str, agent_ids: list[int]) -> dict[str, str]:
+    """The arrays the group of ``agent_ids`` owns (``EnvWrapper.group_arrays``); a policy over such a group
+    must be exactly that group."""
+    owned = {}
+    for group in env.group_arrays.values():
+        kinds = [kind for kind, own in group.owned.items() if own]
+        if not kinds or not set(group.agents) & set(agent_ids):
+            continue
+        if sorted(group.agents) != agent_ids:
+            raise ValueError(f"policy {tag!r} drives agents {agent_ids}, but group {group.group!r} (agents "
+                             f"{list(group.agents)}) owns {[group.names[k] for k in kinds]}; a policy over such a "
+                             f"group must be that group: name the policies after the env's groups")
+        owned.update({kind: group.names[kind] for kind in kinds})
+    return owned
+
+
+def _array(env: EnvWrapper, name: str) -> torch.Tensor:
+    return env.data_manager.data_on_device_via_torch(name)
+
+
+def policy_obs(env: EnvWrapper, p: Policy) -> torch.Tensor:
+    """``(E * n, obs_dim)``: the policy's agents' observations now, env-major."""
+    rows = env.num_envs * len(p.agent_ids)
+    if "observations" in p.owned:
+        return _array(env, p.owned["observations"]).reshape(rows, p.obs_dim)
+    obs = env.obs
+    return (obs if p.covers_all_agents else obs.index_select(1, p.index)).reshape(rows, p.obs_dim)
+
+
+def policy_rewards(env: EnvWrapper, p: Policy) -> torch.Tensor:
+    """``(E, n)``: the policy's agents' rewards of the last step."""
+    if "rewards" in p.owned:
+        return _array(env, p.owned["rewards"])
+    return env.rewards if p.covers_all_agents else env.rewards.index_select(1, p.index)
+
+
+def policy_active(env: EnvWrapper, p: Policy) -> torch.Tensor:
+    """``(E * n,)`` bool: which of the policy's agents are in the game (the env's ``active_array``)."""
+    active = env.active
+    return (active if p.covers_all_agents else active.index_select(1, p.index)).reshape(-1) != 0
+
+
+def write_env_actions(env: EnvWrapper, p: Policy, values: torch.Tensor) -> None:
+    """Put ``(E * n, ...)`` actions where the env's kernel reads this policy's agents' actions."""
+    if "sampled_actions" in p.owned:
+        target = _array(env, p.owned["sampled_actions"])
+        target.copy_(values.reshape(target.shape).to(target.dtype))
+        return
+    target = env.actions
+    target.index_copy_(1, p.index, values.reshape(env.num_envs, len(p.agent_ids), *target.shape[2:]).to(target.dtype))

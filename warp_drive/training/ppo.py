@@ -124,6 +124,7 @@ class Batch:
     returns: torch.Tensor
     masks: torch.Tensor | None = None
     critic_obs: torch.Tensor | None = None  # a centralised critic's inputs (models.CentralCritic.central_value)
+    valid: torch.Tensor | None = None  # False for samples of agents that had left the game: they count for nothing
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -178,26 +179,34 @@ class UpdateHooks:
 def ppo_loss(dist: Any, value: torch.Tensor, mb: Batch, s: PPOSettings) -> dict[str, torch.Tensor]:
     """The A2C or PPO loss of one minibatch, with its parts (policy, value, entropy, KL, clip fraction)."""
     ppo = s.algorithm == "PPO"
+    valid = mb.valid
+    if valid is None:
+        mean = torch.mean
+    else:  # samples of agents out of the game: excluded from every mean, and so from every gradient
+        count = valid.sum().clamp(min=1)
+        mean = lambda x: torch.where(valid, x, torch.zeros_like(x)).sum() / count  # noqa: E731
     logprob = dist.log_prob(mb.actions)
-    entropy = dist.entropy().mean()
+    entropy = mean(dist.entropy())
     log_ratio = logprob - mb.logprobs
     ratio = log_ratio.exp()
     advantages = mb.advantages
     if s.normalize_advantage and advantages.numel() > 1:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        kept = advantages if valid is None else advantages[valid]
+        if kept.numel() > 1:
+            advantages = (advantages - kept.mean()) / (kept.std() + 1e-8)
     if ppo:
-        policy_loss = torch.max(-advantages * ratio,
-                                -advantages * ratio.clamp(1.0 - s.clip_param, 1.0 + s.clip_param)).mean()
+        policy_loss = mean(torch.max(-advantages * ratio,
+                                     -advantages * ratio.clamp(1.0 - s.clip_param, 1.0 + s.clip_param)))
     else:
-        policy_loss = -(advantages * logprob).mean()
+        policy_loss = mean(-(advantages * logprob))
     if ppo and s.clip_value_loss:
         clipped = mb.values + (value - mb.values).clamp(-s.clip_param, s.clip_param)
-        value_loss = 0.5 * torch.max((value - mb.returns) ** 2, (clipped - mb.returns) ** 2).mean()
+        value_loss = 0.5 * mean(torch.max((value - mb.returns) ** 2, (clipped - mb.returns) ** 2))
     else:
-        value_loss = 0.5 * ((value - mb.returns) ** 2).mean()
+        value_loss = 0.5 * mean((value - mb.returns) ** 2)
     with torch.no_grad():
-        approx_kl = ((ratio - 1.0) - log_ratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > s.clip_param).float().mean()
+        approx_kl = mean((ratio - 1.0) - log_ratio)
+        clipfrac = mean(((ratio - 1.0).abs() > s.clip_param).float())
     return {"loss": policy_loss - s.entropy_coef * entropy + s.vf_coef * value_loss, "policy_loss": policy_loss,
             "value_loss": value_loss, "entropy": entropy, "approx_kl": approx_kl, "clipfrac": clipfrac}
 
@@ -260,5 +269,6 @@ def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
     raise_if_nonfinite_update(table, 1, s)
     metrics = {key: sum(row[i] for row in table) / updates for i, key in enumerate(METRIC_NAMES)}
     metrics["updates"] = float(updates)
-    metrics["explained_variance"] = explained_variance(batch.values, batch.returns)
+    kept = slice(None) if batch.valid is None else batch.valid
+    metrics["explained_variance"] = explained_variance(batch.values[kept], batch.returns[kept])
     return metrics

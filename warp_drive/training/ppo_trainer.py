@@ -26,7 +26,8 @@ from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollou
 from warp_drive.training.models import create_model
 from warp_drive.training.models.central_critic import CentralCritic
 from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, ValueNormalizer, compute_gae, ppo_update
-from warp_drive.training.policies import ENV_ACTIONS, Policy, space_signature
+from warp_drive.training.policies import (ENV_ACTIONS, Policy, owned_arrays, policy_active, policy_obs,
+                                          space_signature, write_env_actions)
 from warp_drive.training.rollout import OnDeviceTrainer
 from warp_drive.training.schedules import Schedule
 
@@ -57,7 +58,7 @@ class PPOTrainer(OnDeviceTrainer):
         optimizer = torch.optim.Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
         policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device), obs_dim, action_space,
                         model, optimizer, lr, Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS,
-                        owned=self._owned_arrays(tag, agent_ids))
+                        owned=owned_arrays(self.env, tag, agent_ids))
         if policy.discrete:
             self._register_discrete_actions(policy)
         if cfg.value_normalization:
@@ -92,7 +93,7 @@ class PPOTrainer(OnDeviceTrainer):
         if p.agent_onehot is None:
             return None
         E, n = self.num_envs, len(p.agent_ids)
-        shared = self.env.state if p.config.critic_input == "state" else self._policy_obs(p).reshape(E, -1)
+        shared = self.env.state if p.config.critic_input == "state" else policy_obs(self.env, p).reshape(E, -1)
         return torch.cat([shared.repeat_interleave(n, dim=0), p.agent_onehot], dim=1)
 
     def _value(self, p: Policy, obs: torch.Tensor, critic_input: torch.Tensor | None) -> torch.Tensor:
@@ -113,6 +114,9 @@ class PPOTrainer(OnDeviceTrainer):
                 width = p.model.critic_dim
                 p.buffers["critic_obs"] = torch.zeros((T, B, width), device=self.device)
                 p.buffers["final_critic_obs"] = torch.zeros((T, B, width), device=self.device)
+            if self.env.active is not None:  # who was in the game when acting, and after the step
+                p.buffers["active"] = torch.zeros((T, B), dtype=torch.bool, device=self.device)
+                p.buffers["active_after"] = torch.zeros((T, B), dtype=torch.bool, device=self.device)
             mask = self._policy_mask(p)
             if mask is not None:  # the masks the actions were chosen under, for the update's log-probabilities
                 p.buffers["masks"] = torch.zeros((T, *mask.shape), dtype=torch.bool, device=self.device)
@@ -153,19 +157,21 @@ class PPOTrainer(OnDeviceTrainer):
         actions = dist.mode() if greedy else dist.sample()
         low = torch.as_tensor(p.action_space.low, device=self.device).reshape(1, -1)
         high = torch.as_tensor(p.action_space.high, device=self.device).reshape(1, -1)
-        self._write_env_actions(p, torch.maximum(torch.minimum(actions, high), low))
+        write_env_actions(self.env, p, torch.maximum(torch.minimum(actions, high), low))
         return actions
 
     @torch.no_grad()
     def collect_rollout(self) -> None:
         for t in range(self.rollout_length):
             for p in self.policies.values():
-                obs = self._policy_obs(p)
-                update_stats = getattr(p.model, "update_obs_normalization", None)  # optional for user models
-                if update_stats is not None:
-                    update_stats(obs)
-                actions, dist, value = self._act(p, obs)
+                obs = policy_obs(self.env, p)
                 buf = p.buffers
+                if "active" in buf:
+                    buf["active"][t] = policy_active(self.env, p)
+                update_stats = getattr(p.model, "update_obs_normalization", None)  # optional for user models
+                if update_stats is not None:  # (the agents out of the game are left out: a host sync)
+                    update_stats(obs if "active" not in buf else obs[buf["active"][t]])
+                actions, dist, value = self._act(p, obs)
                 buf["obs"][t] = obs
                 buf["actions"][t] = actions.reshape(buf["actions"].shape[1:]).to(buf["actions"].dtype)
                 buf["logprobs"][t] = dist.log_prob(actions)
@@ -183,16 +189,19 @@ class PPOTrainer(OnDeviceTrainer):
         buf = p.buffers
         n = len(p.agent_ids)
         done = self.done_buffer.repeat_interleave(n, dim=1)  # (T, E * n): agents of an env in a row
+        terminated, ended = done == TERMINATED, done > 0
+        if "active" in buf:  # an agent that left the game in a step ended its own episode there, terminally
+            left = buf["active"] & ~buf["active_after"]
+            terminated, ended = terminated | left, ended | left
         with torch.no_grad():
-            last_value = self._value(p, self._policy_obs(p), self._critic_input(p))
+            last_value = self._value(p, policy_obs(self.env, p), self._critic_input(p))
             next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
             truncated = done == TRUNCATED
             if bool(truncated.any()):  # one host sync per iteration
                 final_critic = buf["final_critic_obs"][truncated] if "final_critic_obs" in buf else None
                 next_values[truncated] = self._value(p, buf["final_obs"][truncated], final_critic)
         cfg = p.config
-        return compute_gae(buf["rewards"], buf["values"], next_values, done == TERMINATED, done > 0, cfg.gamma,
-                           cfg.gae_lambda)
+        return compute_gae(buf["rewards"], buf["values"], next_values, terminated, ended, cfg.gamma, cfg.gae_lambda)
 
     def learn(self, optimizers: Mapping[str, Any] | None = None,
               backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:
@@ -221,8 +230,9 @@ class PPOTrainer(OnDeviceTrainer):
             advantages, returns = self._advantages(p)
             buf = p.buffers
             values = buf["values"]
+            valid = buf["active"].reshape(-1) if "active" in buf else None
             if p.value_norm is not None:  # the critic learns this rollout's returns on the updated scale
-                p.value_norm.update(returns)
+                p.value_norm.update(returns if valid is None else returns.reshape(-1)[valid])
                 if dist is not None:
                     dist.average_buffers(p.value_norm)
                 values, returns = p.value_norm.normalize(values), p.value_norm.normalize(returns)
@@ -231,7 +241,8 @@ class PPOTrainer(OnDeviceTrainer):
                           logprobs=buf["logprobs"].reshape(-1), values=values.reshape(-1),
                           advantages=advantages.reshape(-1), returns=returns.reshape(-1),
                           masks=buf["masks"].reshape(-1, buf["masks"].shape[-1]) if "masks" in buf else None,
-                          critic_obs=buf["critic_obs"].reshape(-1, p.model.critic_dim) if "critic_obs" in buf else None)
+                          critic_obs=buf["critic_obs"].reshape(-1, p.model.critic_dim) if "critic_obs" in buf else None,
+                          valid=valid)
             settings = PPOSettings.of(p.config, p.entropy_coef.value(self.env_steps))
             try:
                 result = ppo_update(p.model, optimizer, batch, settings, hooks)

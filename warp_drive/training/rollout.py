@@ -30,7 +30,8 @@ from warp_drive.data_feed import DataFeed
 from warp_drive.sampler import Sampler
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.guards import NonFiniteError
-from warp_drive.training.policies import ENV_ACTIONS, Policy, default_policy_map
+from warp_drive.training.policies import (ENV_ACTIONS, Policy, default_policy_map, policy_active, policy_obs,
+                                          policy_rewards)
 from warp_drive.wrapper import EnvWrapper
 
 # What to do with a rollout or an update that holds a NaN or inf (the trainer's
@@ -136,20 +137,6 @@ class OnDeviceTrainer:
         if missing:
             raise ValueError(f"policies {sorted(missing)} have no section under 'policy' in the config")
 
-    def _owned_arrays(self, tag: str, agent_ids: list[int]) -> dict[str, str]:
-        """The arrays the group of ``agent_ids`` owns (a policy with such a group must be exactly that group)."""
-        owned = {}
-        for group in self.env.group_arrays.values():
-            kinds = [kind for kind, own in group.owned.items() if own]
-            if not kinds or not set(group.agents) & set(agent_ids):
-                continue
-            if sorted(group.agents) != agent_ids:
-                raise ValueError(f"policy {tag!r} drives agents {agent_ids}, but group {group.group!r} (agents "
-                                 f"{list(group.agents)}) owns {[group.names[k] for k in kinds]}; a policy over such a "
-                                 f"group must be that group: name the policies after the env's groups")
-            owned.update({kind: group.names[kind] for kind in kinds})
-        return owned
-
     def _register_discrete_actions(self, policy: Policy) -> None:
         dm = self.env.data_manager
         if "sampled_actions" in policy.owned:  # the env's own array for this group: the sampler writes it
@@ -195,33 +182,6 @@ class OnDeviceTrainer:
             p.finished_team_sum = torch.zeros((), device=self.device)
 
     # ------------------------------------------------------------------ rollout
-    def _array(self, name: str) -> torch.Tensor:
-        return self.env.data_manager.data_on_device_via_torch(name)
-
-    def _policy_obs(self, p: Policy) -> torch.Tensor:
-        """``(E * n, obs_dim)``: the policy's agents' observations, env-major."""
-        if "observations" in p.owned:
-            return self._array(p.owned["observations"]).reshape(self.num_envs * len(p.agent_ids), p.obs_dim)
-        obs = self.env.obs
-        selected = obs if p.covers_all_agents else obs.index_select(1, p.index)
-        return selected.reshape(self.num_envs * len(p.agent_ids), p.obs_dim)
-
-    def _policy_rewards(self, p: Policy) -> torch.Tensor:
-        """``(E, n)``: the policy's agents' rewards of the last step."""
-        if "rewards" in p.owned:
-            return self._array(p.owned["rewards"])
-        return self.env.rewards if p.covers_all_agents else self.env.rewards.index_select(1, p.index)
-
-    def _write_env_actions(self, p: Policy, values: torch.Tensor) -> None:
-        """Put ``(E * n, ...)`` actions where the env's kernel reads this policy's agents' actions."""
-        if "sampled_actions" in p.owned:
-            target = self._array(p.owned["sampled_actions"])
-            target.copy_(values.reshape(target.shape).to(target.dtype))
-            return
-        target = self.env.actions
-        values = values.reshape(self.num_envs, len(p.agent_ids), *target.shape[2:]).to(target.dtype)
-        target.index_copy_(1, p.index, values)
-
     def _step_envs_and_record(self, t: int) -> None:
         """Step every env once; record step ``t``'s rewards, done flags and final observations
         (before the reset: they bootstrap truncated episodes) in every policy's buffers, count
@@ -232,9 +192,11 @@ class OnDeviceTrainer:
         self.done_buffer[t] = done
         ended = (done > 0).unsqueeze(1)
         for p in self.policies.values():
-            rewards = self._policy_rewards(p)
+            rewards = policy_rewards(self.env, p)
             p.buffers["rewards"][t] = rewards.reshape(-1)
-            p.buffers["final_obs"][t] = self._policy_obs(p)  # before the reset: bootstraps truncations
+            p.buffers["final_obs"][t] = policy_obs(self.env, p)  # before the reset: bootstraps truncations
+            if "active_after" in p.buffers:  # before the reset: who left the game in this step
+                p.buffers["active_after"][t] = policy_active(self.env, p)
             if "final_critic_obs" in p.buffers:
                 p.buffers["final_critic_obs"][t] = self._critic_input(p)
             p.running_return += rewards
@@ -362,12 +324,12 @@ class OnDeviceTrainer:
             dists = {}
             for p in self.policies.values():
                 p.model.eval()
-                dists[p.tag] = self._act(p, self._policy_obs(p), greedy=greedy)[1]
+                dists[p.tag] = self._act(p, policy_obs(self.env, p), greedy=greedy)[1]
                 p.model.train()
             self.env.step_all_envs()
             active = (~finished).unsqueeze(1)
             for t, p in self.policies.items():
-                returns[t] += self._policy_rewards(p) * active
+                returns[t] += policy_rewards(self.env, p) * active
             steps += active.squeeze(1).to(steps.dtype)
             if (record or on_step is not None) and not bool(finished[env_id]):
                 for name in record:
