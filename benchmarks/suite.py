@@ -1,6 +1,6 @@
 """The benchmark suite: every benchmark script in one run, with CSV, Markdown and plots.
 
-    python -m benchmarks [--quick] [--suites runtime,envs,paper,training,scaling,lightning,ddpg]
+    python -m benchmarks [--quick] [--suites runtime,envs,paper,training,scaling,lightning,mappo,ddpg]
                          [--backends cpu,pycuda] [--out DIR]
 
 Runs each suite's ``main(argv) -> list[dict]`` (which prints its table), then
@@ -60,6 +60,8 @@ SUITES = (
           "--backends"),
     Suite("scaling", "benchmarks.scaling", "training env steps/s vs processes and envs; the auto-scaler's choices", "--backends"),
     Suite("lightning", "benchmarks.lightning", "training through PyTorch Lightning vs the plain Trainer", "--backend"),
+    Suite("mappo", "benchmarks.mappo", "MAPPO's centralised critics vs independent PPO, training env steps/s",
+          "--backends"),
     Suite("ddpg", "benchmarks.ddpg", "DDPG's learning curve on Pendulum (env steps vs mean episode return)",
           "--backends", takes_smoke=True),
 )

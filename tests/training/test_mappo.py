@@ -80,3 +80,17 @@ def test_mappo_with_a_state_critic_learns_the_dummy_env():
         trainer.iterate()
     after = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
     assert after > before + 3.0, (before, after)
+
+
+def test_agent_id_input_appends_each_agents_one_hot_index_to_what_the_actor_sees():
+    trainer = build(small_tag("concat_obs", "policy.tagger.agent_id_input=true"))
+    tagger, runner = trainer.policies["tagger"], trainer.policies["runner"]
+    n, E = len(tagger.agent_ids), trainer.num_envs
+    width = runner.obs_dim  # no agent index for the runners
+    assert tagger.obs_dim == width + n and tagger.model.actor.obs_dim == width + n
+    obs = policy_obs(trainer.env, tagger)
+    assert torch.equal(obs[:, width:], torch.eye(n).repeat(E, 1))
+    assert tagger.model.critic_dim == n * width + n  # the critic's observations come without the index
+    assert trainer._critic_input(tagger).shape == (E * n, n * width + n)
+    metrics = [trainer.iterate() for _ in range(2)]
+    assert all(math.isfinite(m["losses/policy_loss/tagger"]) for m in metrics)

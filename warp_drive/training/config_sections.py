@@ -132,8 +132,8 @@ class OnPolicyConfig(PolicyConfig):
     target_kl: float | None = _f(None, _optional(_float(positive=True), "no early stop"))
     # The critic learns returns scaled by their running mean and std (MAPPO's value normalisation).
     value_normalization: bool = _f(False, _bool)
-    # The critic's input: local (IPPO), state or concat_obs (MAPPO; see ppo_trainer.py), + the agent's one-hot.
-    critic_input: str = _f("local", _str(CRITIC_INPUTS, str.lower))
+    critic_input: str = _f("local", _str(CRITIC_INPUTS, str.lower))  # local: IPPO; state, concat_obs: MAPPO
+    agent_id_input: bool = _f(False, _bool)  # the agent's one-hot index after its observation (shared weights)
     max_concat_obs_width: int = _f(1024, _int(minimum=1))  # concat_obs wider than this is refused
     model: ModelConfig = _section(ModelConfig)
 

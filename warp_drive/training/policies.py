@@ -44,7 +44,8 @@ class Policy:
     # The kinds (observations, sampled_actions, rewards) this policy's agent group owns, to the array holding
     # them (warp_drive/group_arrays.py); the other kinds are rows ``index`` of the shared arrays.
     owned: dict[str, str] = field(default_factory=dict)
-    agent_onehot: torch.Tensor | None = None  # (E * n, n): each row's agent index, for a centralised critic
+    agent_onehot: torch.Tensor | None = None  # (E * n, n): each row's agent index (critic input, agent_id_input)
+    id_in_obs: bool = False  # the observations the model sees end with agent_onehot (agent_id_input)
 
     @property
     def discrete(self) -> bool:
@@ -105,10 +106,12 @@ def _array(env: EnvWrapper, name: str) -> torch.Tensor:
 def policy_obs(env: EnvWrapper, p: Policy) -> torch.Tensor:
     """``(E * n, obs_dim)``: the policy's agents' observations now, env-major."""
     rows = env.num_envs * len(p.agent_ids)
+    width = p.obs_dim - (len(p.agent_ids) if p.id_in_obs else 0)
     if "observations" in p.owned:
-        return _array(env, p.owned["observations"]).reshape(rows, p.obs_dim)
-    obs = env.obs
-    return (obs if p.covers_all_agents else obs.index_select(1, p.index)).reshape(rows, p.obs_dim)
+        obs = _array(env, p.owned["observations"]).reshape(rows, width)
+    else:
+        obs = (env.obs if p.covers_all_agents else env.obs.index_select(1, p.index)).reshape(rows, width)
+    return torch.cat([obs, p.agent_onehot], dim=1) if p.id_in_obs else obs
 
 
 def policy_rewards(env: EnvWrapper, p: Policy) -> torch.Tensor:

@@ -49,16 +49,20 @@ class PPOTrainer(OnDeviceTrainer):
         obs_dim = int(np.prod(env.observation_space(agent_ids[0]).shape))
         action_space = env.action_space(agent_ids[0])
         cfg = self.config.policy[tag]
-        model = create_model(cfg.model, obs_dim, action_space)
+        n = len(agent_ids)
+        model = create_model(cfg.model, obs_dim + (n if cfg.agent_id_input else 0), action_space)
         if cfg.critic_input != "local":
-            model = CentralCritic(model, self._critic_width(tag, cfg, len(agent_ids), obs_dim), cfg.model)
+            model = CentralCritic(model, self._critic_width(tag, cfg, n, obs_dim), cfg.model)
         model = model.to(self.device)
         total = self.config.trainer.total_steps
         lr = Schedule.parse(cfg.lr, total)
         optimizer = torch.optim.Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
-        policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device), obs_dim, action_space,
-                        model, optimizer, lr, Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS,
-                        owned=owned_arrays(self.env, tag, agent_ids))
+        policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device),
+                        obs_dim + (n if cfg.agent_id_input else 0), action_space, model, optimizer, lr,
+                        Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS, owned=owned_arrays(self.env, tag, agent_ids),
+                        id_in_obs=cfg.agent_id_input)
+        if cfg.agent_id_input or cfg.critic_input != "local":
+            policy.agent_onehot = torch.eye(n, device=self.device).repeat(self.num_envs, 1)
         if policy.discrete:
             self._register_discrete_actions(policy)
         if cfg.value_normalization:
@@ -90,10 +94,13 @@ class PPOTrainer(OnDeviceTrainer):
         return width + n
 
     def _critic_input(self, p: Policy) -> torch.Tensor | None:
-        if p.agent_onehot is None:
+        if p.config.critic_input == "local":
             return None
         E, n = self.num_envs, len(p.agent_ids)
-        shared = self.env.state if p.config.critic_input == "state" else policy_obs(self.env, p).reshape(E, -1)
+        if p.config.critic_input == "state":
+            shared = self.env.state
+        else:  # the observations as the env gives them (without the agent index of agent_id_input)
+            shared = policy_obs(self.env, p)[:, : p.obs_dim - (n if p.id_in_obs else 0)].reshape(E, -1)
         return torch.cat([shared.repeat_interleave(n, dim=0), p.agent_onehot], dim=1)
 
     def _value(self, p: Policy, obs: torch.Tensor, critic_input: torch.Tensor | None) -> torch.Tensor:
@@ -109,8 +116,6 @@ class PPOTrainer(OnDeviceTrainer):
             p.buffers["logprobs"] = torch.zeros((T, B), device=self.device)
             p.buffers["values"] = torch.zeros((T, B), device=self.device)
             if p.config.critic_input != "local":
-                n = len(p.agent_ids)
-                p.agent_onehot = torch.eye(n, device=self.device).repeat(self.num_envs, 1)
                 width = p.model.critic_dim
                 p.buffers["critic_obs"] = torch.zeros((T, B, width), device=self.device)
                 p.buffers["final_critic_obs"] = torch.zeros((T, B, width), device=self.device)
