@@ -22,6 +22,7 @@ BUILTIN_ENVS = {
     "MountainCar": "warp_drive.example_envs.classic_control.mountain_car:MountainCar",
     "ContinuousMountainCar": "warp_drive.example_envs.classic_control.continuous_mountain_car:ContinuousMountainCar",
     "Pendulum": "warp_drive.example_envs.classic_control.pendulum:Pendulum",
+    "SimpleSpread": "warp_drive.example_envs.simple_spread.simple_spread:SimpleSpread",
 }
 ENTRY_POINT_GROUP = "warp_drive.envs"
 

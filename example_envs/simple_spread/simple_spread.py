@@ -1,0 +1,458 @@
+"""SimpleSpread: MPE's cooperative navigation, as JaxMARL's ``MPE_simple_spread_v3`` defines it.
+
+N agents (radius 0.15) must cover L landmarks (radius 0.05) on the plane
+without bumping into each other. Everything below follows JaxMARL's
+``jaxmarl/environments/mpe/{simple,simple_spread,default_params}.py``:
+
+* **Start**: agent and landmark positions uniform in ``[-1, 1]^2``, velocities
+  0. The draws are this framework's: rows of reset pools (``get_reset_pools``)
+  that the Philox-based reset kernel hands to each env being reset. Parity with
+  JaxMARL comes from feeding both the same start states and actions
+  (``benchmarks/parity_simple_spread.py``), not from the same RNG.
+* **Actions**: ``Discrete(5)``: 0 no-op, 1 force along -x, 2 +x, 3 -y, 4 +y;
+  or, with ``continuous_actions=True``, ``Box(0, 1, (5,))`` laid out as
+  JaxMARL's: force ``(a[2] - a[1], a[4] - a[3])`` (``a[0]`` unused). The force
+  is the action times ``accel`` (5.0).
+* **Physics**, per step: contact forces between every pair of colliding
+  agents (landmarks neither move nor collide),
+  ``contact_force * (p_i - p_j) / d * k * log(1 + exp(-(d - r_i - r_j) / k))``
+  with ``k = contact_margin``, evaluated as JaxMARL's ``logaddexp(0, x)``
+  (``max(x, 0) + log1p(exp(-|x|))``, no overflow for deep overlaps); total
+  force = contacts + action force; then JaxMARL's ``_integrate_state``:
+  ``p += v dt`` (with the velocity *before* the step), ``v *= 1 - damping``,
+  ``v += F / m dt``, ``v`` rescaled to ``max_speed`` when one is set (none by
+  default). ``integrator="semi_implicit"`` uses MPE/PettingZoo's order instead
+  (velocity first, then ``p += v_new dt``).
+* **Reward** of agent i, on the state after the move:
+  ``local_ratio * (-#{j != i : |p_i - p_j| < 2 r}) + (1 - local_ratio) * sum_l (-min_j |p_j - p_l|)``.
+* **Observation** of agent i, ``4 + 2L + 4(N - 1)`` floats (18 for N = L = 3):
+  own velocity, own position, each landmark's position minus its own, each
+  other agent's position minus its own (others in id order: JaxMARL's two
+  ``jnp.roll`` give exactly that), and ``2(N - 1)`` zeros (the silent agents'
+  communication channels).
+* **Time limit**: ``_done_ = 2`` (truncated) at step ``episode_length`` (25);
+  the env never terminates. JaxMARL tests ``state.step >= max_steps`` *before*
+  it increments the step counter, so its episodes end on step
+  ``max_steps + 1`` (26); ``jaxmarl_done_step=True`` reproduces that: an
+  episode then has ``episode_length + 1`` steps (``self.episode_length`` is
+  the number of steps the framework counts).
+
+Device arrays: ``agent_pos`` (E, N, 2), ``agent_vel`` (E, N, 2),
+``landmark_pos`` (E, L, 2), ``observations`` (E, N, obs), ``rewards`` (E, N),
+``sampled_actions`` (E, N) int32 or (E, N, 5) float32; ``state`` (E, 4N + 2L):
+the compact global state for a centralised critic, per agent ``(px, py, vx,
+vy)`` then per landmark ``(x, y)``, written by the kernel every step and by
+the reset (from the pools); scratch the step writes for later phases and for
+inspection: ``agent_force`` (E, N, 2), the total force of the last step, and
+``landmark_dist`` (E, L), each landmark's distance to its nearest agent.
+
+Where this differs from JaxMARL, and why:
+
+* two agents at exactly the same point (distance 0) exert no contact force
+  on each other; JaxMARL divides 0 by 0 and its state becomes NaN;
+* float32 arithmetic in XLA's order where it is known (``-(d - r_sum) / k``
+  as ``-(d - r_sum) * (1 / k)`` and ``c * dx / d * pen`` as ``c * (dx / d) *
+  pen``, as XLA evaluates JaxMARL's expressions), but ``exp``/``log`` of
+  ``warp_drive/portable_math.h`` rather than XLA's and the contact forces
+  summed in id order: one transition agrees with JaxMARL's to a few ulps
+  (at most 1e-6 in ``benchmarks/parity_simple_spread.py``), not bit for bit.
+  Over an episode the stiff contacts amplify those last bits while agents
+  overlap (to about 1e-5 for N = 3, as much as JaxMARL's own float32 run
+  differs from its float64 run).
+
+The NumPy reference reproduces the kernel's float32 operations one by one
+(``wd_expf`` and ``wd_logf`` ported below), so kernel and reference agree bit for
+bit and the consistency tolerance is zero.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from warp_drive.data_feed import DataFeed
+from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment
+
+F32 = np.float32
+NUM_ACTIONS = 5
+CONTINUOUS_ACTION_SIZE = 5
+COMM_DIM = 2  # JaxMARL's dim_c: zeros in the observation (the agents are silent)
+INTEGRATORS = ("jaxmarl", "semi_implicit")
+
+
+# ---------------------------------------------------------------------------
+# NumPy ports of wd_expf / wd_logf (warp_drive/cuda/include/warp_drive/portable_math.h), bit for bit
+# ---------------------------------------------------------------------------
+
+
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _from_bits(bits) -> np.ndarray:
+    return np.asarray(bits, np.uint32).view(F32)
+
+
+def expf32(x) -> np.ndarray:
+    """``wd_expf`` over a float32 array (the kernel's bits)."""
+    x = np.asarray(x, F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        normal = (x <= F32(89.0)) & (x >= F32(-104.0))
+        xs = np.where(normal, x, F32(0.0)).astype(F32)
+        t = xs * F32(1.4426950216293335)
+        n = np.trunc(t + np.where(t < 0, F32(-0.5), F32(0.5))).astype(np.int32)
+        fn = n.astype(F32)
+        rh, rl = _two_sum(xs, -(fn * F32(6.93145751953125e-01)))
+        rh, e = _two_sum(rh, -(fn * F32(1.428606765330187e-06)))
+        rl = rl + e
+        p = rh * F32(2.4801587301587302e-05) + F32(1.9841269841269841e-04)
+        for c in (1.3888888888888889e-03, 8.3333333333333333e-03, 4.1666666666666667e-02,
+                  1.6666666666666667e-01, 0.5):
+            p = rh * p + F32(c)
+        p = (rh * rh) * p
+        tail = (rl + rl * rh) + p
+        hi = F32(1.0) + rh
+        lo = rh - (hi - F32(1.0))
+        y = hi + (lo + tail)
+        big = n > 127
+        small = n < -126
+        mid = ~big & ~small
+        scale_mid = _from_bits((np.where(mid, n, 0) + 127).astype(np.uint32) << 23)
+        scale_big = _from_bits(np.where(big, n, 128).astype(np.uint32) << 23)
+        scale_small = _from_bits((np.where(small, n, -127) + 64 + 127).astype(np.uint32) << 23)
+        out = np.where(mid, y * scale_mid, F32(0.0))
+        out = np.where(big, (y * _from_bits(0x7F000000)) * scale_big, out)
+        out = np.where(small, (y * scale_small) * F32(5.421010862427522e-20), out)
+        out = np.where(x > F32(89.0), F32(np.inf), out)
+        out = np.where(x < F32(-104.0), F32(0.0), out)
+        out = np.where(np.isnan(x), x, out)
+    return out.astype(F32)
+
+
+def logf32(x) -> np.ndarray:
+    """``wd_logf`` over a float32 array of positive finite values (the kernel's bits; ``log(0) = -inf``)."""
+    x = np.asarray(x, F32)
+    ix = x.view(np.uint32).astype(np.int64)
+    subnormal = ix < 0x00800000
+    scaled = (np.where(subnormal, x, F32(1.0)) * F32(33554432.0)).astype(F32).view(np.uint32).astype(np.int64)
+    ix = np.where(subnormal, scaled, ix)
+    k = np.where(subnormal, -25, 0) + (ix >> 23) - 127
+    mantissa = ix & 0x007FFFFF
+    upper = mantissa >= 0x3504F3
+    mantissa = np.where(upper, mantissa | 0x3F000000, mantissa | 0x3F800000)
+    k = k + upper
+    f = _from_bits(mantissa.astype(np.uint32)) - F32(1.0)
+    s = f / (F32(2.0) + f)
+    z = s * s
+    r = z * F32(1.8181818181818182e-01) + F32(2.2222222222222222e-01)
+    for c in (2.8571428571428571e-01, 4.0000000000000000e-01, 6.6666666666666667e-01):
+        r = z * r + F32(c)
+    r = z * r
+    hfsq = F32(0.5) * (f * f)
+    small = s * (hfsq + r)
+    fk = k.astype(F32)
+    tail = (hfsq - (small + fk * F32(1.428606765330187e-06))) - f
+    out = np.where(k == 0, f - (hfsq - small), fk * F32(6.93145751953125e-01) - tail)
+    out = np.where(x == 0, F32(-np.inf), out)
+    return out.astype(F32)
+
+
+def log1p32(y) -> np.ndarray:
+    """The kernel's ``spread_log1pf`` for y >= 0: ``log(u) * (y / (u - 1))`` with ``u = 1 + y``
+    (Goldberg's form, accurate for small y), y itself where ``u`` rounds to 1."""
+    y = np.asarray(y, F32)
+    u = F32(1.0) + y
+    same = u == F32(1.0)
+    denominator = np.where(same, F32(1.0), u - F32(1.0))
+    return np.where(same, y, logf32(np.where(same, F32(2.0), u)) * (y / denominator)).astype(F32)
+
+
+def softplus_penetration(x, k) -> np.ndarray:
+    """``logaddexp(0, x) * k`` as JaxMARL writes it, ``(max(x, 0) + log1p(exp(-|x|))) * k``, in float32."""
+    x = np.asarray(x, F32)
+    return ((np.maximum(x, F32(0.0)) + log1p32(expf32(-np.abs(x)))) * F32(k)).astype(F32)
+
+
+# ---------------------------------------------------------------------------
+# The environment
+# ---------------------------------------------------------------------------
+
+
+class SimpleSpread(Environment):
+    """MPE simple_spread as JaxMARL's ``MPE_simple_spread_v3`` (see the module docstring).
+
+    Constructor arguments: ``num_agents`` (3), ``num_landmarks`` (3),
+    ``episode_length`` (25), ``jaxmarl_done_step`` (False: done at step
+    ``episode_length``; True: at ``episode_length + 1``, as JaxMARL),
+    ``continuous_actions`` (False), ``local_ratio`` (0.5), the physical
+    constants ``dt`` (0.1), ``damping`` (0.25), ``mass`` (1.0), ``accel``
+    (5.0), ``max_speed`` (None: unlimited), ``contact_force`` (100.0),
+    ``contact_margin`` (1e-3), ``agent_radius`` (0.15), ``landmark_radius``
+    (0.05, drawn only: landmarks do not collide), ``integrator`` ("jaxmarl"
+    or "semi_implicit"), ``seed`` (the start state kept as every env's reset
+    twin, used when the wrapper has no pools, ``reset_pool_size=0``) and
+    ``pool_max_bytes`` (cap on a reset pool: each row holds a start state's
+    observations).
+    """
+
+    name = "SimpleSpread"
+    cuda_source = "simple_spread.cu"
+    step_kernel = "SimpleSpreadStep"  # SimpleSpreadContinuousStep with continuous actions (set per instance)
+    thread_layout = AGENT_PHASES
+    step_args = (
+        "agent_pos", "agent_vel", "landmark_pos", "agent_force", "landmark_dist", "state",
+        "observations", "sampled_actions", "rewards",
+        "num_landmarks", "dt", "velocity_retention", "mass", "accel", "max_speed",
+        "contact_force", "contact_margin", "agent_radius", "local_ratio", "global_ratio", "semi_implicit",
+        "_done_", "_timestep_", "n_agents", "episode_length",
+    )
+    # The reference reproduces the kernel's float32 operations (wd_expf and wd_logf included).
+    consistency_atol = 0.0
+    state_arrays = ("state",)  # (px, py, vx, vy) per agent and the landmarks: a centralised critic's input
+    consistency_rtol = 0.0
+    DEFAULT_POOL_MAX_BYTES = 64 * 1024 * 1024
+
+    def __init__(
+        self,
+        num_agents: int = 3,
+        num_landmarks: int = 3,
+        episode_length: int = 25,
+        jaxmarl_done_step: bool = False,
+        continuous_actions: bool = False,
+        local_ratio: float = 0.5,
+        dt: float = 0.1,
+        damping: float = 0.25,
+        mass: float = 1.0,
+        accel: float = 5.0,
+        max_speed: float | None = None,
+        contact_force: float = 100.0,
+        contact_margin: float = 1e-3,
+        agent_radius: float = 0.15,
+        landmark_radius: float = 0.05,
+        integrator: str = "jaxmarl",
+        seed: int = 0,
+        pool_max_bytes: int = DEFAULT_POOL_MAX_BYTES,
+    ):
+        self.num_agents, self.num_landmarks = int(num_agents), int(num_landmarks)
+        if self.num_agents < 1 or self.num_landmarks < 1:
+            raise ValueError(f"SimpleSpread needs num_agents >= 1 and num_landmarks >= 1, got {num_agents}, "
+                             f"{num_landmarks}")
+        if int(episode_length) < 1:
+            raise ValueError(f"episode_length must be >= 1, got {episode_length}")
+        if not 0.0 <= float(local_ratio) <= 1.0:
+            raise ValueError(f"local_ratio must be in [0, 1], got {local_ratio}")
+        if integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
+        if float(mass) <= 0 or float(contact_margin) <= 0 or float(damping) < 0:
+            raise ValueError("mass and contact_margin must be positive and damping non-negative")
+        self.max_steps = int(episode_length)
+        self.jaxmarl_done_step = bool(jaxmarl_done_step)
+        self.episode_length = self.max_steps + (1 if self.jaxmarl_done_step else 0)
+        self.continuous_actions = bool(continuous_actions)
+        if self.continuous_actions:
+            self.step_kernel = "SimpleSpreadContinuousStep"
+        self.integrator = integrator
+        self.local_ratio = F32(local_ratio)
+        self.global_ratio = F32(1.0 - float(local_ratio))  # JaxMARL: global_rew * (1 - local_ratio), in double
+        self.dt, self.mass, self.accel = F32(dt), F32(mass), F32(accel)
+        self.damping = float(damping)
+        self.velocity_retention = F32(1.0 - self.damping)  # JaxMARL: p_vel * (1 - damping), in double
+        self.max_speed = F32(-1.0 if max_speed is None else max_speed)
+        self.contact_force, self.contact_margin = F32(contact_force), F32(contact_margin)
+        self.agent_radius, self.landmark_radius = F32(agent_radius), F32(landmark_radius)
+        self.seed = int(seed)
+        self.pool_max_bytes = int(pool_max_bytes)
+
+    # ---------------------------------------------------------------- sizes and spaces
+    @property
+    def observation_size(self) -> int:
+        n, l = self.num_agents, self.num_landmarks
+        return 4 + 2 * l + 2 * (n - 1) + COMM_DIM * (n - 1)
+
+    @property
+    def state_size(self) -> int:
+        return 4 * self.num_agents + 2 * self.num_landmarks
+
+    def observation_space(self, agent_id: int):
+        return spaces.Box(-np.inf, np.inf, shape=(self.observation_size,), dtype=np.float32)
+
+    def action_space(self, agent_id: int):
+        if self.continuous_actions:
+            return spaces.Box(0.0, 1.0, shape=(CONTINUOUS_ACTION_SIZE,), dtype=np.float32)
+        return spaces.Discrete(NUM_ACTIONS)
+
+    # ---------------------------------------------------------------- start states
+    def draw_start_states(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` start states: agent positions (count, N, 2) and landmark positions (count, L, 2),
+        uniform in [-1, 1]^2."""
+        agents = rng.uniform(-1.0, 1.0, size=(count, self.num_agents, 2)).astype(F32)
+        landmarks = rng.uniform(-1.0, 1.0, size=(count, self.num_landmarks, 2)).astype(F32)
+        return agents, landmarks
+
+    def start_arrays(self, agent_pos: np.ndarray, landmark_pos: np.ndarray) -> dict[str, np.ndarray]:
+        """The arrays of start states (zero velocities): positions, observations and global state."""
+        agent_pos, landmark_pos = np.asarray(agent_pos, F32), np.asarray(landmark_pos, F32)
+        vel = np.zeros_like(agent_pos)
+        return {"agent_pos": agent_pos, "landmark_pos": landmark_pos,
+                "observations": self.observe(agent_pos, vel, landmark_pos),
+                "state": self.global_state(agent_pos, vel, landmark_pos)}
+
+    def pool_rows(self, pool_size: int) -> int:
+        """How many start states a pool holds: ``pool_size``, capped by ``pool_max_bytes``."""
+        row_bytes = 4 * (self.num_agents * self.observation_size + 2 * self.num_agents + 2 * self.num_landmarks
+                         + self.state_size)
+        return int(max(1, min(int(pool_size), self.pool_max_bytes // row_bytes)))
+
+    def get_reset_pools(self, pool_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Random start states (positions uniform in [-1, 1]^2) with their observations and global states.
+        All four pools have the same rows, so the reset gives an env one consistent start."""
+        if int(pool_size) < 1:
+            return {}
+        return self.start_arrays(*self.draw_start_states(rng, self.pool_rows(pool_size)))
+
+    # ---------------------------------------------------------------- data
+    def get_data_dictionary(self, num_envs: int) -> DataFeed:
+        e, n, l = int(num_envs), self.num_agents, self.num_landmarks
+        start = self.start_arrays(*self.draw_start_states(np.random.default_rng(self.seed), e))
+        feed = DataFeed()
+        feed.add_data("agent_pos", start["agent_pos"], save_copy_and_apply_at_reset=True)
+        feed.add_data("agent_vel", np.zeros((e, n, 2), F32), save_copy_and_apply_at_reset=True)
+        feed.add_data("landmark_pos", start["landmark_pos"], save_copy_and_apply_at_reset=True)
+        feed.add_data("state", start["state"], save_copy_and_apply_at_reset=True)
+        feed.add_data("observations", start["observations"], save_copy_and_apply_at_reset=True)
+        if self.continuous_actions:
+            feed.add_data("sampled_actions", np.zeros((e, n, CONTINUOUS_ACTION_SIZE), F32))
+        else:
+            feed.add_data("sampled_actions", np.zeros((e, n), np.int32))
+        feed.add_data("rewards", np.zeros((e, n), F32))
+        feed.add_data("agent_force", np.zeros((e, n, 2), F32), save_copy_and_apply_at_reset=True)
+        feed.add_data("landmark_dist", np.zeros((e, l), F32), save_copy_and_apply_at_reset=True)
+        feed.add_data("num_landmarks", np.int32(l))
+        feed.add_data("dt", self.dt)
+        feed.add_data("velocity_retention", self.velocity_retention)
+        feed.add_data("mass", self.mass)
+        feed.add_data("accel", self.accel)
+        feed.add_data("max_speed", self.max_speed)
+        feed.add_data("contact_force", self.contact_force)
+        feed.add_data("contact_margin", self.contact_margin)
+        feed.add_data("agent_radius", self.agent_radius)
+        feed.add_data("local_ratio", self.local_ratio)
+        feed.add_data("global_ratio", self.global_ratio)
+        feed.add_data("semi_implicit", np.int32(self.integrator == "semi_implicit"))
+        return feed
+
+    # ---------------------------------------------------------------- NumPy reference
+    def observe(self, agent_pos: np.ndarray, agent_vel: np.ndarray, landmark_pos: np.ndarray) -> np.ndarray:
+        """Observations (E, N, obs) of states given as (E, N, 2), (E, N, 2), (E, L, 2) arrays."""
+        e, n = agent_pos.shape[:2]
+        own = agent_pos[:, :, None, :]
+        to_landmarks = (landmark_pos[:, None, :, :] - own).reshape(e, n, -1)
+        others = self._others()
+        to_others = (agent_pos[:, others, :] - own).reshape(e, n, -1)
+        comm = np.zeros((e, n, COMM_DIM * (n - 1)), F32)
+        return np.concatenate([agent_vel, agent_pos, to_landmarks, to_others, comm], axis=2).astype(F32)
+
+    def global_state(self, agent_pos: np.ndarray, agent_vel: np.ndarray, landmark_pos: np.ndarray) -> np.ndarray:
+        """The compact global state (E, 4N + 2L): per agent (px, py, vx, vy), then per landmark (x, y)."""
+        e = agent_pos.shape[0]
+        agents = np.concatenate([agent_pos, agent_vel], axis=2).reshape(e, -1)
+        return np.concatenate([agents, landmark_pos.reshape(e, -1)], axis=1).astype(F32)
+
+    def _others(self) -> np.ndarray:
+        """``(N, N-1)``: row i lists every agent but i, in id order."""
+        n = self.num_agents
+        slots = np.arange(n - 1)[None, :]
+        return slots + (slots >= np.arange(n)[:, None])
+
+    @staticmethod
+    def action_force(actions: np.ndarray, accel, continuous: bool) -> np.ndarray:
+        """The action forces (E, N, 2): JaxMARL's decoding times ``accel``."""
+        accel = F32(accel)
+        if continuous:
+            a = actions.astype(F32)
+            u = np.stack([a[..., 2] - a[..., 1], a[..., 4] - a[..., 3]], axis=-1)
+            return (u * accel).astype(F32)
+        a = actions.astype(np.int64)
+        ux = np.where(a == 1, F32(-1.0), np.where(a == 2, F32(1.0), F32(0.0))).astype(F32)
+        uy = np.where(a == 3, F32(-1.0), np.where(a == 4, F32(1.0), F32(0.0))).astype(F32)
+        return (np.stack([ux, uy], axis=-1) * accel).astype(F32)
+
+    @staticmethod
+    def pair_distances(agent_pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``dx, dy, d`` (E, N, N) with ``[e, i, j]`` = agent i's position minus agent j's and their distance."""
+        dx = agent_pos[:, :, None, 0] - agent_pos[:, None, :, 0]
+        dy = agent_pos[:, :, None, 1] - agent_pos[:, None, :, 1]
+        return dx, dy, np.sqrt(dx * dx + dy * dy).astype(F32)
+
+    @classmethod
+    def contact_forces(cls, agent_pos: np.ndarray, contact_force, contact_margin, agent_radius) -> np.ndarray:
+        """Sum of the contact forces on each agent (E, N, 2): the kernel's order, the others
+        of smaller id summed first, then those of larger id, each in id order."""
+        e, n = agent_pos.shape[:2]
+        c, k, r = F32(contact_force), F32(contact_margin), F32(agent_radius)
+        dx, dy, d = cls.pair_distances(agent_pos)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = -(d - (r + r)) * (F32(1.0) / k)  # XLA's evaluation of JaxMARL's -(d - r_sum) / k
+            pen = softplus_penetration(x, k)
+            apart = d > 0  # coincident agents (and an agent with itself) push nothing
+            fx = np.where(apart, (c * (dx / d)) * pen, F32(0.0)).astype(F32)
+            fy = np.where(apart, (c * (dy / d)) * pen, F32(0.0)).astype(F32)
+        ids = np.arange(n)[None, :]
+        lo = np.zeros((e, n, 2), F32)
+        hi = np.zeros((e, n, 2), F32)
+        for j in range(n):
+            f = np.stack([fx[:, :, j], fy[:, :, j]], axis=-1)
+            lo = np.where((j < ids)[..., None], lo + f, lo)
+            hi = np.where((j > ids)[..., None], hi + f, hi)
+        return (lo + hi).astype(F32)
+
+    def reference_step(self, arrays: dict) -> None:
+        """One step of every env in NumPy, operation for operation like the kernel."""
+        pos, vel, landmarks = arrays["agent_pos"], arrays["agent_vel"], arrays["landmark_pos"]
+        timestep = arrays["_timestep_"]
+        t = timestep + 1
+
+        # 1. forces (positions before the move)
+        u = self.action_force(arrays["sampled_actions"], arrays["accel"], self.continuous_actions)
+        force = (self.contact_forces(pos, arrays["contact_force"], arrays["contact_margin"], arrays["agent_radius"])
+                 + u).astype(F32)
+
+        # 2. integrate
+        dt, keep, mass = F32(arrays["dt"]), F32(arrays["velocity_retention"]), F32(arrays["mass"])
+        max_speed = F32(arrays["max_speed"])
+        new_vel = vel * keep + (force / mass) * dt
+        if max_speed >= 0:
+            speed = np.sqrt(new_vel[..., 0] * new_vel[..., 0] + new_vel[..., 1] * new_vel[..., 1])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                capped = (new_vel / speed[..., None]) * max_speed
+            new_vel = np.where((speed > max_speed)[..., None], capped, new_vel)
+        new_vel = new_vel.astype(F32)
+        new_pos = pos + (new_vel if arrays["semi_implicit"] else vel) * dt
+
+        # 3. each landmark's nearest agent
+        ldx = new_pos[:, :, None, 0] - landmarks[:, None, :, 0]
+        ldy = new_pos[:, :, None, 1] - landmarks[:, None, :, 1]
+        landmark_dist = np.sqrt(ldx * ldx + ldy * ldy).min(axis=1)  # (E, L)
+
+        # 4. rewards and observations
+        g = np.zeros(pos.shape[0], F32)
+        for l in range(landmarks.shape[1]):
+            g = g + (-landmark_dist[:, l])
+        _, _, d = self.pair_distances(new_pos)
+        r = F32(arrays["agent_radius"])
+        colliding = (d < (r + r)) & ~np.eye(pos.shape[1], dtype=bool)[None]
+        count = colliding.sum(axis=2)
+        rewards = ((-count).astype(F32) * F32(arrays["local_ratio"]) + g[:, None] * F32(arrays["global_ratio"]))
+
+        pos[...] = new_pos
+        vel[...] = new_vel
+        arrays["agent_force"][...] = force
+        arrays["landmark_dist"][...] = landmark_dist
+        arrays["rewards"][...] = rewards
+        arrays["observations"][...] = self.observe(new_pos, new_vel, landmarks)
+        arrays["state"][...] = self.global_state(new_pos, new_vel, landmarks)
+        timestep[...] = t
+        done = arrays["_done_"]
+        done[(t >= arrays["episode_length"]) & (done == 0)] = TRUNCATED
