@@ -39,6 +39,8 @@ class DumpRankFacts(Callback):
 
     def on_train_end(self, loop) -> None:
         self.data["final"] = model_hashes(loop.trainer)
+        self.data["value_norms"] = {tag: [float(p.value_norm.mean), float(p.value_norm.var), float(p.value_norm.count)]
+                                    for tag, p in loop.trainer.policies.items() if p.value_norm is not None}
         self.data["env_steps"] = loop.trainer.env_steps
         path = loop.run_dir / "test_dump" / f"rank{loop.rank}.json"
         path.parent.mkdir(exist_ok=True)

@@ -32,11 +32,11 @@ SETTINGS = ["trainer.backend=cpu", "trainer.num_envs=8", "trainer.rollout_length
 HELPERS = str(Path(__file__).parent)  # tests/training/helpers_dist_callbacks.py, imported by the torchrun workers
 
 
-def launch(tmp_path, *callbacks, extra_env=(), timeout=120):
+def launch(tmp_path, *callbacks, extra_env=(), extra_set=(), timeout=120):
     path = os.pathsep.join(p for p in (HELPERS, os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": path, **dict(extra_env)}
     command = [sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--nproc", "2",
-               "--no-progress", "--set", *SETTINGS, f"saving.basedir={tmp_path / 'runs'}"]
+               "--no-progress", "--set", *SETTINGS, *extra_set, f"saving.basedir={tmp_path / 'runs'}"]
     for spec in callbacks:
         command += ["--callback", spec]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -122,3 +122,15 @@ def test_init_takes_the_collective_backend_and_device_from_the_executors_capabil
     name, pg_backend, kwargs = calls[-1]
     assert (name, pg_backend, kwargs["rank"], kwargs["world_size"]) == ("init_process_group", collective, 1, 2)
     assert kwargs.get("device_id") == (device if collective == "nccl" else None)
+
+
+def test_ranks_keep_identical_value_normalisation_statistics(tmp_path):
+    """Each rank merges its own returns, then the statistics are averaged: every rank normalises alike and the
+    models stay identical."""
+    result = launch(tmp_path, "helpers_dist_callbacks:DumpRankFacts", extra_set=["policy.shared.value_normalization=true"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_dir = next((tmp_path / "runs").rglob("config.yaml")).parent
+    r0, r1 = (json.loads((run_dir / "test_dump" / f"rank{r}.json").read_text()) for r in range(2))
+    assert r0["value_norms"] == r1["value_norms"] and r0["value_norms"]["shared"][2] > 0
+    assert r0["final"] == r1["final"] and r0["final"] != r0["initial"]
+
