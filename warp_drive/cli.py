@@ -29,6 +29,7 @@ from warp_drive import __version__
 from warp_drive.backends import get_backend
 from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV, scaled_overrides
 from warp_drive.registry import registered_envs
+from warp_drive.training import evaluation
 from warp_drive.training.autoscale import ScaleError, auto_scale
 from warp_drive.training.checkpoint import resolve_run_dir
 from warp_drive.training.config import (
@@ -210,7 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EVALUATE_EPILOG,
         description="Load a run's latest checkpoint, play episodes, and print the mean episodic return per policy.",
     )
-    evaluate.add_argument("run_dir", metavar="RUN_DIR", help="a run directory, or 'latest'")
+    evaluate.add_argument("run_dir", metavar="RUN_DIR", nargs="+",
+                          help="a run directory, or 'latest'; several (one per training seed): the team return's "
+                               "IQM over them with a 95%% bootstrap confidence interval")
+    evaluate.add_argument("--json", metavar="OUT.json", default=None,
+                          help="write the episodes' team returns per run in marl-eval's JSON format")
     evaluate.add_argument("--episodes", "-n", type=_positive_int, default=10, help="episodes to play (default 10)")
     evaluate.add_argument("--render", metavar="OUT.gif", default=None, help="write a GIF of one episode")
     evaluate.add_argument("--sample", action="store_true",
@@ -472,7 +477,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     if args.backend is not None:
         check_backend(args.backend)
-    result = run.evaluate(args.run_dir, args.episodes, args.render, greedy=not args.sample, backend=args.backend)
+    if len(args.run_dir) > 1 or args.json:
+        if args.render:
+            raise ConfigError("--render draws one run's episode: give one RUN_DIR")
+        return evaluate_runs(args, [run.evaluate(d, args.episodes, None, greedy=not args.sample,
+                                                 backend=args.backend) for d in args.run_dir])
+    result = run.evaluate(args.run_dir[0], args.episodes, args.render, greedy=not args.sample, backend=args.backend)
     mode = "sampled" if args.sample else "greedy"
     length = result.get("mean_length")
     print(f"{result.get('episodes', args.episodes)} episodes ({mode} actions)"
@@ -488,6 +498,29 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 print(f"{tag:<{width}}  {s['mean']:.3f}")
     if result.get("gif"):
         print(f"episode GIF: {result['gif']}")
+    return 0
+
+
+def evaluate_runs(args: argparse.Namespace, results: list[dict]) -> int:
+    """Several runs of one config (seeds): the team return's IQM and 95% bootstrap CI per policy; --json."""
+    names = [str(r["config"].name) for r in results]
+    if len(set(names)) != 1:
+        raise ConfigError(f"evaluate compares runs of one config; got {sorted(set(names))}")
+    mode = "sampled" if args.sample else "greedy"
+    print(f"{len(results)} run(s) x {args.episodes} episodes ({mode} actions): team return (the policy's agents "
+          f"summed), IQM [95% bootstrap CI over runs], mean")
+    data: dict = {}
+    for tag in results[0]["team_returns"]:
+        runs = {f"run_{i}": r["team_returns"][tag] for i, r in enumerate(results)}
+        s = evaluation.summarize(runs)
+        print(f"  {tag}: {s['iqm']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}], mean {s['mean']:.3f}")
+        config = results[0]["config"]
+        algorithm = f"{config.policy[tag].algorithm}-{getattr(config.policy[tag], 'critic_input', 'local')}"
+        block = evaluation.marl_eval_json(config.env.name, f"{config.name}/{tag}", algorithm, runs,
+                                          step_count=max(r["env_steps"] for r in results))
+        data.setdefault(config.env.name, {}).update(block[config.env.name])
+    if args.json:
+        print(f"marl-eval JSON: {evaluation.write_marl_eval_json(args.json, data)}")
     return 0
 
 

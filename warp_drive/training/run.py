@@ -360,7 +360,8 @@ def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy
     """Returns per policy over ``episodes`` episodes (one per env) of the run's latest checkpoint.
 
     ``mean_return``: policy -> mean; ``returns``: policy -> mean, std, min, max of the episodes' returns
-    (each the mean over the policy's agents); ``mean_length``: mean steps per episode; ``gif``: the GIF."""
+    (each the mean over the policy's agents); ``team_returns``: policy -> each episode's return summed over
+    the policy's agents; ``mean_length``: mean steps per episode; ``gif``: the GIF; ``config``: the run's."""
     path = resolve_run_dir(run_dir, Path("runs"))
     raw = saved_config(path)
     raw["trainer"]["num_envs"] = int(episodes)
@@ -384,5 +385,7 @@ def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy
         per_env = np.asarray(returns, dtype=np.float64).mean(axis=1)  # each env's return, averaged over its agents
         per_policy[tag] = {"mean": float(per_env.mean()), "std": float(per_env.std()),
                            "min": float(per_env.min()), "max": float(per_env.max())}
+    team = {tag: np.asarray(r, dtype=np.float64).sum(axis=1).tolist() for tag, r in result["returns"].items()}
     return {"episodes": int(episodes), "mean_return": result["mean_return"], "returns": per_policy,
-            "mean_length": float(np.mean(result["steps"])), "gif": gif}
+            "team_returns": team, "mean_length": float(np.mean(result["steps"])), "gif": gif, "config": config,
+            "env_steps": int(state["env_steps"])}
