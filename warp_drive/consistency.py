@@ -99,7 +99,13 @@ def random_action_arrays(wrapper: EnvWrapper, rng: np.random.Generator) -> dict[
         if group.owned["sampled_actions"]:
             name = group.names["sampled_actions"]
             shape = dm.get_shape(name)
-            draw = _draw(wrapper.env.action_space(group.agents[0]), shape[0] * shape[1], rng)
+            space = wrapper.env.action_space(group.agents[0])
+            if group.mask is not None:  # legal actions only (the group_arrays check made the space discrete)
+                legal = wrapper.data_manager.pull_data_from_device(group.mask).reshape(shape[0] * shape[1], -1) != 0
+                sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(n) for n in space.nvec]
+                draw = _legal_draw(legal, sizes, rng)
+            else:
+                draw = _draw(space, shape[0] * shape[1], rng)
             out[name] = draw.reshape(shape).astype(np.int32 if dm.get_dtype(name) == "int32" else np.float32)
     return out
 

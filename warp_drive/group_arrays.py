@@ -5,7 +5,10 @@ By default every agent uses a row of the shared arrays ``observations``,
 agents need observations and actions of one width and type. A group (a key of
 ``Environment.agent_groups()``) may instead own any of them, named
 ``observations_<group>``, ``sampled_actions_<group>`` and ``rewards_<group>``,
-with the group's own shapes ``(num_envs, agents in the group, ...)``: a group
+with the group's own shapes ``(num_envs, agents in the group, ...)`` (and a
+group with its own discrete actions may mask them, ``action_mask_<group>``
+int32 ``(num_envs, agents in the group, A)``, as ``action_mask`` masks the
+shared ones): a group
 that sees 7 numbers and steers a ``Box(2)`` beside one that sees 4 and picks a
 ``Discrete(5)``. A shared array is then only needed for the agents of groups
 that do not own theirs. WarpDrive 2.7 called these per-policy placeholders.
@@ -38,6 +41,7 @@ class GroupArrays:
     agents: tuple[int, ...]
     names: dict[str, str]
     owned: dict[str, bool]
+    mask: str | None = None  # the group's own action_mask_<group>, when it has one
 
 
 def own_name(kind: str, group: str) -> str:
@@ -74,7 +78,11 @@ def resolve_group_arrays(env: Any, data_manager: Any, num_envs: int) -> dict[str
             names[kind] = name if owned[kind] else kind
             if owned[kind]:
                 _check_owned(env, data_manager, num_envs, group, agents, kind, name)
-        out[group] = GroupArrays(group, agents, names, owned)
+        mask = own_name("action_mask", group)
+        has_mask = data_manager.is_data_on_device(mask)
+        if has_mask:
+            _check_mask(env, data_manager, num_envs, group, agents, owned["sampled_actions"], mask)
+        out[group] = GroupArrays(group, agents, names, owned, mask if has_mask else None)
     for kind in KINDS:
         missing = sorted(a for g in out.values() if not g.owned[kind] for a in g.agents)
         if missing and not data_manager.is_data_on_device(kind):
@@ -103,3 +111,23 @@ def _check_owned(env: Any, dm: Any, num_envs: int, group: str, agents: tuple[int
         raise ValueError(f"{env.name}: group {group!r}'s {name!r} is {dtype} {tuple(shape)}; {what} need "
                          f"{expected[1]} {expected[0]}. Fix: allocate it so in get_data_dictionary(), or declare "
                          f"the group's spaces to match")
+
+
+def _check_mask(env: Any, dm: Any, num_envs: int, group: str, agents: tuple[int, ...], owns_actions: bool,
+                name: str) -> None:
+    if not owns_actions:
+        raise ValueError(f"{env.name}: {name!r} masks group {group!r}'s own actions, but the group has no "
+                         f"{own_name('sampled_actions', group)!r}; mask the shared actions with 'action_mask'")
+    space = env.action_space(agents[0])
+    if isinstance(space, spaces.Discrete) and int(space.start) == 0:
+        width = int(space.n)
+    elif isinstance(space, spaces.MultiDiscrete) and not np.any(space.start):
+        width = int(np.sum(space.nvec))
+    else:
+        raise ValueError(f"{env.name}: {name!r} masks discrete actions counted from 0; group {group!r} acts in "
+                         f"{space}")
+    expected = ((num_envs, len(agents), width), "int32")
+    if (tuple(dm.get_shape(name)), dm.get_dtype(name)) != expected:
+        raise ValueError(f"{env.name}: group {group!r}'s {name!r} is {dm.get_dtype(name)} {tuple(dm.get_shape(name))}"
+                         f"; expected int32 {expected[0]} (1 where an action is legal)")
+

@@ -246,7 +246,7 @@ class EnvWrapper:
         owners = [g.group for g in self.group_arrays.values() if g.owned["sampled_actions"]]
         if owners:
             raise ValueError(f"{self.env.name}: {ACTION_MASK!r} masks the shared 'sampled_actions', but group(s) "
-                             f"{owners} own their action arrays; masks for a group's own actions are not supported yet")
+                             f"{owners} own their action arrays: give such a group its own 'action_mask_<group>'")
         sizes = []
         for agent in range(self.num_agents):
             space = self.env.action_space(agent)

@@ -164,3 +164,39 @@ def test_the_adapters_refuse_groups_with_their_own_arrays():
 
     with pytest.raises(ValueError, match=r"group\(s\) \['pickers', 'movers'\] of TwoGroups own their arrays"):
         PettingZooParallelEnv(TwoGroups(), backend="cpu")
+
+
+class MaskedPickers(TwoGroups):
+    """TwoGroups whose pickers may never pick actions 3 and 4 (a fixed mask of their own)."""
+
+    def __init__(self, mask_width: int = 5, **kwargs):
+        super().__init__(**kwargs)
+        self.mask_width = mask_width
+
+    def get_data_dictionary(self, num_envs):
+        feed = super().get_data_dictionary(num_envs)
+        mask = np.ones((num_envs, self.n_pickers, self.mask_width), np.int32)
+        mask[..., 3:] = 0
+        feed.add_data("action_mask_pickers", mask, save_copy_and_apply_at_reset=True)
+        return feed
+
+
+register_env("MaskedPickers", MaskedPickers, overwrite=True)
+
+
+def test_a_group_masks_its_own_actions():
+    from warp_drive.consistency import random_action_arrays
+
+    with pytest.raises(ValueError, match=r"group 'pickers''s 'action_mask_pickers' is int32 \(2, 3, 4\); expected "
+                                         r"int32 \(2, 3, 5\)"):
+        EnvWrapper(MaskedPickers(mask_width=4), 2, backend="cpu")
+    wrapper = EnvWrapper(MaskedPickers(), 64, backend="cpu", seed=0)
+    assert wrapper.group_arrays["pickers"].mask == "action_mask_pickers" and wrapper.group_arrays["movers"].mask is None
+    drawn = random_action_arrays(wrapper, np.random.default_rng(0))["sampled_actions_pickers"]
+    assert drawn.max() <= 2 and set(np.unique(drawn)) == {0, 1, 2}  # the checker draws legal actions only
+    raw = two_group_config("cpu").to_dict()
+    raw["env"]["name"] = "MaskedPickers"
+    trainer = build(RunConfig.from_dict(raw))
+    trainer.collect_rollout()
+    actions = trainer.policies["pickers"].buffers["actions"]
+    assert int(actions.max()) <= 2 and actions.numel() == 16 * 32 * 3  # never a masked one, over the rollout

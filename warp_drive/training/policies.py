@@ -89,13 +89,15 @@ def owned_arrays(env: EnvWrapper, tag: str, agent_ids: list[int]) -> dict[str, s
     owned = {}
     for group in env.group_arrays.values():
         kinds = [kind for kind, own in group.owned.items() if own]
-        if not kinds or not set(group.agents) & set(agent_ids):
+        if not (kinds or group.mask) or not set(group.agents) & set(agent_ids):
             continue
         if sorted(group.agents) != agent_ids:
             raise ValueError(f"policy {tag!r} drives agents {agent_ids}, but group {group.group!r} (agents "
                              f"{list(group.agents)}) owns {[group.names[k] for k in kinds]}; a policy over such a "
                              f"group must be that group: name the policies after the env's groups")
         owned.update({kind: group.names[kind] for kind in kinds})
+        if group.mask is not None:
+            owned["action_mask"] = group.mask
     return owned
 
 

@@ -127,7 +127,11 @@ class PPOTrainer(OnDeviceTrainer):
                 p.buffers["masks"] = torch.zeros((T, *mask.shape), dtype=torch.bool, device=self.device)
 
     def _policy_mask(self, p: Policy) -> torch.Tensor | None:
-        """The env's ``action_mask`` rows of this policy's agents ``(E * n, A)``, or None (no mask)."""
+        """The env's ``action_mask`` rows of this policy's agents ``(E * n, A)`` (or its group's own mask), or
+        None (no mask)."""
+        if "action_mask" in p.owned:
+            own = self.env.data_manager.data_on_device_via_torch(p.owned["action_mask"])
+            return own.reshape(self.num_envs * len(p.agent_ids), own.shape[-1])
         mask = self.env.action_mask
         if mask is None:
             return None
