@@ -130,8 +130,8 @@ def test_the_kernel_matches_its_reference(env_backend):
     assert report.truncated == 10 and "observations_movers" in report.arrays
 
 
-def two_group_config(backend: str, total_steps: int = 4096) -> RunConfig:
-    ppo = {"algorithm": "PPO", "lr": 3e-3, "num_epochs": 2, "num_minibatches": 2,
+def two_group_config(backend: str, total_steps: int = 4096, share: str = "group") -> RunConfig:
+    ppo = {"algorithm": "PPO", "lr": 3e-3, "num_epochs": 2, "num_minibatches": 2, "share": share,
            "model": {"fc_dims": [32, 32]}}
     return RunConfig.from_dict({
         "name": "two_groups", "env": {"name": "TwoGroups", "config": {}},
@@ -140,9 +140,11 @@ def two_group_config(backend: str, total_steps: int = 4096) -> RunConfig:
     })
 
 
+@pytest.mark.parametrize("share", ["group", "agent"])
 @pytest.mark.parametrize("backend", ["cpu", "cpu-gpu"])
-def test_a_discrete_and_a_box_group_train_side_by_side(backend):
-    trainer = build(two_group_config(backend))
+def test_a_discrete_and_a_box_group_train_side_by_side(backend, share):
+    """Also with per-agent weights (``share: agent``): each picker and each mover its own network."""
+    trainer = build(two_group_config(backend, 4096 if share == "group" else 12288, share=share))
     pickers, movers = trainer.policies["pickers"], trainer.policies["movers"]
     assert (pickers.obs_dim, movers.obs_dim) == (4, 7) and pickers.discrete and not movers.discrete
     before = {t: [q.detach().clone() for q in p.model.parameters()] for t, p in trainer.policies.items()}

@@ -57,26 +57,28 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from warp_drive.registry import get_env_class, registered_envs
-from warp_drive.training.config_sections import (  # noqa: F401  (the sections: re-exported)
+from warp_drive.training.config_models import (  # noqa: F401  (the model sections: re-exported)
     ACTIVATIONS,
+    DDPGModelConfig,
+    ModelConfig,
+    NetworkConfig,
+    _f,
+    _section,
+)
+from warp_drive.training.config_sections import (  # noqa: F401  (the sections: re-exported)
     ALGORITHMS,
     BACKENDS,
     DEFAULT_ALGORITHM,
     POLICY_SECTIONS,
     POLICY_TYPES,
-    DDPGModelConfig,
     DDPGPolicyConfig,
     EnvConfig,
-    ModelConfig,
-    NetworkConfig,
     OnPolicyConfig,
     PolicyConfig,
     SavingConfig,
     TrainerConfig,
     _build,
     _escapes_basedir,
-    _f,
-    _section,
     default_of,
     foreign_override,
     policy_config_type,

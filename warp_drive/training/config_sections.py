@@ -12,11 +12,10 @@ their defaults) drops such a key when it holds exactly its default: it changes n
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from warp_drive.backends import BACKEND_NAMES
 from warp_drive.training.config_values import (
@@ -27,35 +26,21 @@ from warp_drive.training.config_values import (
     _got,
     _int,
     _join,
-    _layer_sizes,
     _learning_rate,
     _mapping,
-    _model_type,
     _optional,
     _schedule,
     _str,
     _unknown_key_message,
 )
+from warp_drive.training.config_models import DDPGModelConfig, ModelConfig, _f, _section
 
 ALGORITHMS = ("A2C", "PPO", "DDPG")
 DEFAULT_ALGORITHM = "PPO"
 _algorithm = _str(ALGORITHMS, str.upper)  # every policy type's check: its type is chosen before it is built
 BACKENDS = BACKEND_NAMES  # "cpu-gpu" included: the cpu executor in the GPU's shape
-ACTIVATIONS = ("tanh", "relu")
 # Policy tags name metrics, checkpoint entries and per-policy arrays.
 _TAG_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _f(default: Any, check: Callable[[Any, str], Any]) -> Any:
-    """A validated leaf field (mutable defaults are copied per instance)."""
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: copy.deepcopy(default), metadata={"check": check})
-    return field(default=default, metadata={"check": check})
-
-
-def _section(cls: type) -> Any:
-    """A nested section, itself a config dataclass."""
-    return field(default_factory=cls, metadata={"section": cls})
 
 
 def _fields(cls: type) -> dict[str, dataclasses.Field]:
@@ -66,35 +51,6 @@ def default_of(cls: type, key: str) -> Any:
     """The default of section ``cls``'s field ``key`` (the one place it is written)."""
     f = _fields(cls)[key]
     return f.default if f.default is not dataclasses.MISSING else f.default_factory()
-
-
-# --------------------------------------------------------------------------- models
-@dataclass
-class NetworkConfig:
-    """The model keys of every algorithm (``type`` is a key of the model registry in models.py)."""
-
-    type: str = _f("fully_connected", _model_type)
-    fc_dims: list[int] = _f([64, 64], _layer_sizes)
-    activation: str = _f("tanh", _str(ACTIVATIONS, str.lower))
-    obs_normalization: bool = _f(False, _bool)
-
-
-@dataclass
-class ModelConfig(NetworkConfig):
-    """An A2C/PPO policy's actor-critic network."""
-
-    shared_trunk: bool = _f(False, _bool)
-    log_std_init: float = _f(0.0, _float())
-    extra: dict = _f({}, _mapping)  # free-form keys for user-registered models
-
-
-@dataclass
-class DDPGModelConfig(NetworkConfig):
-    """A DDPG policy's actor (``fc_dims``) and critic networks."""
-
-    # The critic's (and its target's) hidden layers; None: fc_dims, as the actor's.
-    critic_fc_dims: list[int] | None = _f(None, _optional(_layer_sizes, "fc_dims"))
-    shared_trunk: ClassVar[bool] = False  # not a key: the actor reads s, the critic (s, a) (ddpg.DDPGModel reads it)
 
 
 # --------------------------------------------------------------------------- policies
@@ -115,6 +71,7 @@ class PolicyConfig:
 
 
 CRITIC_INPUTS = ("local", "state", "concat_obs")
+SHARING = ("group", "agent")  # one set of weights for the policy's agents, or one per agent (batched)
 
 
 @dataclass
@@ -135,6 +92,9 @@ class OnPolicyConfig(PolicyConfig):
     critic_input: str = _f("local", _str(CRITIC_INPUTS, str.lower))  # local: IPPO; state, concat_obs: MAPPO
     agent_id_input: bool = _f(False, _bool)  # the agent's one-hot index after its observation (shared weights)
     max_concat_obs_width: int = _f(1024, _int(minimum=1))  # concat_obs wider than this is refused
+    share: str = _f("group", _str(SHARING, str.lower))
+    # A recurrent model (model.type: gru): PPO replays sequences of this many steps (None: the whole rollout).
+    sequence_length: int | None = _f(None, _optional(_int(minimum=1), "rollout_length"))
     model: ModelConfig = _section(ModelConfig)
 
     @staticmethod
@@ -174,6 +134,10 @@ class DDPGPolicyConfig(PolicyConfig):
                           f"{batch:,}; raise replay_buffer_size or lower batch_size")
         if built.get("tau") == 0.0:
             errors.append(f"{path}.tau: 0 would never move the target networks; use a rate in (0, 1]")
+        model_type = getattr(built.get("model"), "type", "fully_connected")
+        if model_type != "fully_connected":
+            errors.append(f"{path}.model.type: DDPG builds its own fully connected actor and critic, so "
+                          f"{model_type!r} would be ignored; remove model.type, or use algorithm: PPO")
         if built.get("noise_damping") == 0.0:
             errors.append(f"{path}.noise_damping: 0 makes the Ornstein-Uhlenbeck noise a random walk that "
                           f"never decays; use a damping in (0, 1], or null for Gaussian noise")

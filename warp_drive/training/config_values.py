@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-BUILTIN_MODELS = ("fully_connected",)
+BUILTIN_MODELS = ("fully_connected", "gru")
 
 
 class ConfigError(ValueError):

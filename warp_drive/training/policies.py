@@ -46,6 +46,9 @@ class Policy:
     owned: dict[str, str] = field(default_factory=dict)
     agent_onehot: torch.Tensor | None = None  # (E * n, n): each row's agent index (critic input, agent_id_input)
     id_in_obs: bool = False  # the observations the model sees end with agent_onehot (agent_id_input)
+    per_agent: bool = False  # share: agent -- the model reads (..., n, features), one set of weights per agent
+    hidden: torch.Tensor | None = None  # a recurrent model's state (E * n, K, H) on the device, zero at episode starts
+    sequence_length: int | None = None  # a recurrent model's PPO chunk (training/sequences.py)
 
     @property
     def discrete(self) -> bool:

@@ -114,6 +114,9 @@ class Batch:
 
     ``masks``: the action masks the actions were chosen under (env's ``action_mask``), or None; the
     update applies them again, so the recomputed log-probabilities are those of the behaviour policy.
+    The first dimension is the unit PPO shuffles (``training/sequences.py``): a sample, an env's
+    step (per-agent weights) or a sequence; ``hidden`` and ``starts`` make the model recurrent:
+    ``model.unroll(obs, hidden, starts)`` replays each sequence from its stored state.
     """
 
     obs: torch.Tensor
@@ -125,6 +128,8 @@ class Batch:
     masks: torch.Tensor | None = None
     critic_obs: torch.Tensor | None = None  # a centralised critic's inputs (models.CentralCritic.central_value)
     valid: torch.Tensor | None = None  # False for samples of agents that had left the game: they count for nothing
+    hidden: torch.Tensor | None = None  # a recurrent model's state at each sequence's first step
+    starts: torch.Tensor | None = None  # True where an episode began within a sequence (the state is zeroed there)
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -239,7 +244,7 @@ def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
             else torch.arange(n, device=batch.obs.device)
         for start in range(0, n - minibatch + 1, minibatch):
             mb = batch.take(order[start:start + minibatch])
-            dist, value = model(mb.obs)
+            dist, value = model(mb.obs) if mb.hidden is None else model.unroll(mb.obs, mb.hidden, mb.starts)
             if mb.masks is not None:
                 dist = dist.masked(mb.masks)
             if mb.critic_obs is not None:

@@ -12,6 +12,12 @@
    bootstrap), then the A2C or PPO update of ``training/ppo.py``. A NaN or inf
    in a loss or gradient puts the parameters back as they were before the
    update, then raises or skips (``trainer.on_nonfinite``).
+
+A policy with ``share: agent`` runs its model on ``(E, n, features)`` (one set
+of weights per agent, batched); a recurrent model (``model.type: gru``) keeps
+its state ``(E * n, K, H)`` on the device, zeroed where an episode ended, and
+PPO replays ``sequence_length``-step chunks from the states stored at their
+starts (``training/sequences.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from warp_drive.training.policies import (ENV_ACTIONS, Policy, owned_arrays, pol
                                           space_signature, write_env_actions)
 from warp_drive.training.rollout import OnDeviceTrainer
 from warp_drive.training.schedules import Schedule
+from warp_drive.training.sequences import chunk_states, episode_starts, update_units
 
 
 class PPOTrainer(OnDeviceTrainer):
@@ -50,9 +57,10 @@ class PPOTrainer(OnDeviceTrainer):
         action_space = env.action_space(agent_ids[0])
         cfg = self.config.policy[tag]
         n = len(agent_ids)
-        model = create_model(cfg.model, obs_dim + (n if cfg.agent_id_input else 0), action_space)
+        agents = n if cfg.share == "agent" else None
+        model = create_model(cfg.model, obs_dim + (n if cfg.agent_id_input else 0), action_space, agents)
         if cfg.critic_input != "local":
-            model = CentralCritic(model, self._critic_width(tag, cfg, n, obs_dim), cfg.model)
+            model = CentralCritic(model, self._critic_width(tag, cfg, n, obs_dim), cfg.model, agents)
         model = model.to(self.device)
         total = self.config.trainer.total_steps
         lr = Schedule.parse(cfg.lr, total)
@@ -60,7 +68,8 @@ class PPOTrainer(OnDeviceTrainer):
         policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device),
                         obs_dim + (n if cfg.agent_id_input else 0), action_space, model, optimizer, lr,
                         Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS, owned=owned_arrays(self.env, tag, agent_ids),
-                        id_in_obs=cfg.agent_id_input)
+                        id_in_obs=cfg.agent_id_input, per_agent=agents is not None)
+        self._make_recurrent(policy)
         if cfg.agent_id_input or cfg.critic_input != "local":
             policy.agent_onehot = torch.eye(n, device=self.device).repeat(self.num_envs, 1)
         if policy.discrete:
@@ -68,6 +77,20 @@ class PPOTrainer(OnDeviceTrainer):
         if cfg.value_normalization:
             policy.value_norm = ValueNormalizer().to(self.device)
         return policy
+
+    def _make_recurrent(self, p: Policy) -> None:
+        """A recurrent model's state on the device and its PPO sequence length, checked against the rollout."""
+        shape, length, T = getattr(p.model, "hidden_shape", None), p.config.sequence_length, self.rollout_length
+        if shape is None:
+            if length is not None:
+                raise ValueError(f"policy {p.tag!r}: sequence_length applies to recurrent models, and "
+                                 f"{p.config.model.type!r} is not one. Fix: model.type: gru, or remove sequence_length")
+            return
+        p.sequence_length = length or T
+        if T % p.sequence_length:
+            raise ValueError(f"policy {p.tag!r}: sequence_length {p.sequence_length} does not divide "
+                             f"trainer.rollout_length {T}; PPO replays whole chunks. Fix: a divisor of {T}")
+        p.hidden = torch.zeros((self.num_envs * len(p.agent_ids), *shape), device=self.device)
 
     @staticmethod
     def _in_return_units(p: Policy, value: torch.Tensor) -> torch.Tensor:
@@ -104,9 +127,40 @@ class PPOTrainer(OnDeviceTrainer):
         return torch.cat([shared.repeat_interleave(n, dim=0), p.agent_onehot], dim=1)
 
     def _value(self, p: Policy, obs: torch.Tensor, critic_input: torch.Tensor | None) -> torch.Tensor:
-        """``V`` in return units, from the model's value head or the centralised critic."""
-        raw = p.model.value(obs) if critic_input is None else p.model.central_value(critic_input)
-        return self._in_return_units(p, raw)
+        """``V`` in return units of the rows ``(E * n, ...)``, from the model's value head (from the policy's
+        recurrent state, not advancing it) or the centralised critic."""
+        if critic_input is not None:
+            raw = p.model.central_value(self._agents_view(p, critic_input))
+        elif p.hidden is None:
+            raw = p.model.value(self._agents_view(p, obs))
+        else:
+            raw = p.model.value(self._agents_view(p, obs), self._agents_view(p, p.hidden))
+        return self._in_return_units(p, raw.reshape(-1))
+
+    @staticmethod
+    def _agents_view(p: Policy, rows: torch.Tensor) -> torch.Tensor:
+        """Rows of whole envs ``(m * n, ...)`` as a per-agent model reads them, ``(m, n, ...)``; unchanged for a
+        shared one. (Truncation is per env, so the truncated rows of a rollout are whole envs too.)"""
+        return rows.reshape(-1, len(p.agent_ids), *rows.shape[1:]) if p.per_agent else rows
+
+    def _forward(self, p: Policy, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
+        """The model's (distribution, value) over the rows ``obs (E * n, D)``; a recurrent model's state advances."""
+        x = self._agents_view(p, obs)
+        if p.hidden is None:
+            dist, value = p.model(x)
+        else:
+            dist, value, hidden = p.model(x, self._agents_view(p, p.hidden))
+            p.hidden.copy_(hidden.reshape(p.hidden.shape))
+        return (dist.reshape(obs.shape[0]), value.reshape(-1)) if p.per_agent else (dist, value)
+
+    def _restart_agents(self, ended: torch.Tensor | None = None) -> None:
+        """Zero the recurrent states of the envs whose episode ended (``ended (E,)``; None: every env)."""
+        for p in self.policies.values():
+            if p.hidden is not None:
+                if ended is None:
+                    p.hidden.zero_()
+                else:
+                    p.hidden.masked_fill_(ended.repeat_interleave(len(p.agent_ids))[:, None, None], 0.0)
 
     def _allocate_buffers(self) -> None:
         super()._allocate_buffers()
@@ -125,6 +179,11 @@ class PPOTrainer(OnDeviceTrainer):
             mask = self._policy_mask(p)
             if mask is not None:  # the masks the actions were chosen under, for the update's log-probabilities
                 p.buffers["masks"] = torch.zeros((T, *mask.shape), dtype=torch.bool, device=self.device)
+            if p.hidden is not None:  # the states each chunk starts from; where episodes ended; their bootstraps
+                p.buffers["hidden"] = torch.zeros((T // p.sequence_length, *p.hidden.shape), device=self.device)
+                p.buffers["ended"] = torch.zeros((T, B), dtype=torch.bool, device=self.device)
+                if p.config.critic_input == "local":
+                    p.buffers["final_values"] = torch.zeros((T, B), device=self.device)
 
     def _policy_mask(self, p: Policy) -> torch.Tensor | None:
         """The env's ``action_mask`` rows of this policy's agents ``(E * n, A)`` (or its group's own mask), or
@@ -142,7 +201,7 @@ class PPOTrainer(OnDeviceTrainer):
     def _act(self, p: Policy, obs: torch.Tensor, greedy: bool = False) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """Choose actions for ``obs``, write them into the env's action array; return (actions, dist, value)."""
         with self.timed("inference"):
-            dist, value = p.model(obs)
+            dist, value = self._forward(p, obs)
             critic_input = self._critic_input(p)
             value = self._in_return_units(p, value) if critic_input is None else self._value(p, obs, critic_input)
             mask = self._policy_mask(p)
@@ -180,6 +239,8 @@ class PPOTrainer(OnDeviceTrainer):
                 update_stats = getattr(p.model, "update_obs_normalization", None)  # optional for user models
                 if update_stats is not None:  # (the agents out of the game are left out: a host sync)
                     update_stats(obs if "active" not in buf else obs[buf["active"][t]])
+                if p.hidden is not None and t % p.sequence_length == 0:
+                    buf["hidden"][t // p.sequence_length] = p.hidden
                 actions, dist, value = self._act(p, obs)
                 buf["obs"][t] = obs
                 buf["actions"][t] = actions.reshape(buf["actions"].shape[1:]).to(buf["actions"].dtype)
@@ -191,7 +252,22 @@ class PPOTrainer(OnDeviceTrainer):
                     buf["critic_obs"][t] = self._critic_input(p)
                     p.model.update_critic_normalization(buf["critic_obs"][t])
             self._step_envs_and_record(t)
+            for p in self.policies.values():
+                if p.hidden is not None:
+                    self._end_recurrent_step(p, t)
         self.env_steps += self.batch_env_steps
+
+    def _end_recurrent_step(self, p: Policy, t: int) -> None:
+        """After step ``t``: note whose episode ended (env done, or the agent left), take a local recurrent
+        critic's bootstrap value of the final observations from the state before it is zeroed, zero it."""
+        buf = p.buffers
+        ended = self.done_buffer[t].repeat_interleave(len(p.agent_ids)) > 0
+        if "active" in buf:
+            ended |= buf["active"][t] & ~buf["active_after"][t]
+        buf["ended"][t] = ended
+        if "final_values" in buf:
+            buf["final_values"][t] = self._value(p, buf["final_obs"][t], None)
+        p.hidden.masked_fill_(ended[:, None, None], 0.0)
 
     # ------------------------------------------------------------------ update
     def _advantages(self, p: Policy) -> tuple[torch.Tensor, torch.Tensor]:
@@ -206,7 +282,9 @@ class PPOTrainer(OnDeviceTrainer):
             last_value = self._value(p, policy_obs(self.env, p), self._critic_input(p))
             next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
             truncated = done == TRUNCATED
-            if bool(truncated.any()):  # one host sync per iteration
+            if "final_values" in buf:  # a recurrent local critic valued them during the rollout
+                next_values = torch.where(truncated, buf["final_values"], next_values)
+            elif bool(truncated.any()):  # one host sync per iteration
                 final_critic = buf["final_critic_obs"][truncated] if "final_critic_obs" in buf else None
                 next_values[truncated] = self._value(p, buf["final_obs"][truncated], final_critic)
         cfg = p.config
@@ -245,13 +323,7 @@ class PPOTrainer(OnDeviceTrainer):
                 if dist is not None:
                     dist.average_buffers(p.value_norm)
                 values, returns = p.value_norm.normalize(values), p.value_norm.normalize(returns)
-            batch = Batch(obs=buf["obs"].reshape(-1, p.obs_dim),
-                          actions=buf["actions"].reshape(-1, buf["actions"].shape[-1]),
-                          logprobs=buf["logprobs"].reshape(-1), values=values.reshape(-1),
-                          advantages=advantages.reshape(-1), returns=returns.reshape(-1),
-                          masks=buf["masks"].reshape(-1, buf["masks"].shape[-1]) if "masks" in buf else None,
-                          critic_obs=buf["critic_obs"].reshape(-1, p.model.critic_dim) if "critic_obs" in buf else None,
-                          valid=valid)
+            batch = self.policy_batch(p, values, advantages, returns)
             settings = PPOSettings.of(p.config, p.entropy_coef.value(self.env_steps))
             try:
                 result = ppo_update(p.model, optimizer, batch, settings, hooks)
@@ -264,12 +336,33 @@ class PPOTrainer(OnDeviceTrainer):
             metrics[f"charts/learning_rate/{p.tag}"] = optimizer.param_groups[0]["lr"]
         return metrics
 
+    def policy_batch(self, p: Policy, values: torch.Tensor, advantages: torch.Tensor,
+                     returns: torch.Tensor) -> Batch:
+        """The last rollout of policy ``p`` as PPO's units (``training/sequences.py``), with these
+        ``(T, E * n)`` values, advantages and returns (on the critic's scale)."""
+        buf = p.buffers
+        E, n = self.num_envs, len(p.agent_ids)
+
+        def units(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else update_units(x, E, n, p.per_agent, p.sequence_length)
+
+        recurrent = p.hidden is not None
+        return Batch(obs=units(buf["obs"]), actions=units(buf["actions"]), logprobs=units(buf["logprobs"]),
+                     values=units(values), advantages=units(advantages), returns=units(returns),
+                     masks=units(buf.get("masks")), critic_obs=units(buf.get("critic_obs")),
+                     valid=units(buf.get("active")),
+                     hidden=chunk_states(buf["hidden"], E, n, p.per_agent) if recurrent else None,
+                     starts=units(episode_starts(buf["ended"])) if recurrent else None)
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
         state = super().state_dict()
         norms = {t: p.value_norm.state_dict() for t, p in self.policies.items() if p.value_norm is not None}
         if norms:
             state["value_norms"] = norms
+        hidden = {t: p.hidden.cpu().clone() for t, p in self.policies.items() if p.hidden is not None}
+        if hidden:  # recurrent states: an exact resume continues from them
+            state["hidden_states"] = hidden
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -277,3 +370,5 @@ class PPOTrainer(OnDeviceTrainer):
         for tag, p in self.policies.items():
             if p.value_norm is not None:
                 p.value_norm.load_state_dict(state["value_norms"][tag])
+            if p.hidden is not None:
+                p.hidden.copy_(state["hidden_states"][tag])

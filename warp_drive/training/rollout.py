@@ -107,6 +107,9 @@ class OnDeviceTrainer:
         """Learn from the last rollout; return the update's metrics (:meth:`update` times it)."""
         raise NotImplementedError
 
+    def _restart_agents(self, ended: torch.Tensor | None = None) -> None:
+        """The envs ``ended (E,)`` (None: all) start new episodes: forget what a policy remembers of them."""
+
     # ------------------------------------------------------------------ the iteration
     def update(self, optimizers: Any = None, backward: Callable[[torch.Tensor], None] | None = None) -> dict:
         """The algorithm's update on the last rollout (:meth:`learn`), timed as the phase ``update``.
@@ -313,6 +316,7 @@ class OnDeviceTrainer:
         the action distribution the step's actions came from).
         """
         self.env.reset_all_envs()
+        self._restart_agents()
         E = self.num_envs
         if not 0 <= int(env_id) < E:
             raise ValueError(f"env_id {env_id} is not an env of this trainer (0..{E - 1})")
@@ -339,8 +343,10 @@ class OnDeviceTrainer:
             finished |= self.env.done > 0
             if bool(finished.all()):
                 break
+            self._restart_agents(self.env.done > 0)
             self.env.reset_only_done_envs()
         self.env.reset_all_envs()
+        self._restart_agents()
         return {
             "mean_return": {t: float(r.mean()) for t, r in returns.items()},
             "returns": {t: r.cpu().numpy() for t, r in returns.items()},

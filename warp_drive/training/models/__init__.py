@@ -21,6 +21,10 @@ action_space, config)`` is an ``nn.Module`` whose ``forward(obs)`` returns
 ``(ActionDistribution, value)`` and which has ``value(obs)``. ``ActionHead``
 builds the right head for any supported space, so a user model only has
 to supply its trunk. ``update_obs_normalization`` is optional on user models.
+A model that takes ``agents`` (``MyModule(obs_dim, action_space, config,
+agents=n)``) can serve a policy with ``share: agent``: it then reads
+``(..., n, obs_dim)`` and gives each agent its own weights. A model with a
+``hidden_shape`` is recurrent (``recurrent.py`` states its contract).
 
 The package itself holds the registry that turns a config's ``model.type``
 into a model, and re-exports the pieces from the modules that define them:
@@ -29,6 +33,8 @@ into a model, and re-exports the pieces from the modules that define them:
 * ``distribution``   -- ``ActionDistribution``: what a model's ``forward`` returns
 * ``layers``         -- ``layer_init``, ``mlp``, ``ActionHead``, ``RunningMeanStd``: building blocks
 * ``actor_critic``   -- ``ActorCritic``, the built-in model, and the model options' defaults
+* ``recurrent``      -- ``RecurrentActorCritic`` (``gru``): the built-in recurrent model
+* ``central_critic`` -- ``CentralCritic``: an actor beside a centralised critic (MAPPO)
 * ``factory``        -- WarpDrive's path of its ``ModelFactory`` (``compat/model_factory.py``)
 """
 
@@ -42,6 +48,7 @@ from torch import nn
 from warp_drive.training.models.action_spaces import SpaceInfo, describe_action_space
 from warp_drive.training.models.actor_critic import ActorCritic, _option
 from warp_drive.training.models.distribution import ActionDistribution
+from warp_drive.training.models.recurrent import RecurrentActorCritic
 from warp_drive.training.models.layers import (
     _ACTIVATIONS,  # noqa: F401  (re-exported: ddpg imports it from here)
     OBS_NORM_CLIP,  # noqa: F401  (re-exported, as before the split)
@@ -56,6 +63,7 @@ __all__ = [
     "ActionDistribution",
     "ActionHead",
     "ActorCritic",
+    "RecurrentActorCritic",
     "RunningMeanStd",
     "SpaceInfo",
     "create_model",
@@ -106,12 +114,25 @@ def registered_models() -> list[str]:
     return sorted(_MODEL_REGISTRY)
 
 
-def create_model(config: Any, obs_dim: int, action_space: Any) -> nn.Module:
-    """Instantiate the model named by ``config.type`` (default ``fully_connected``)."""
+def create_model(config: Any, obs_dim: int, action_space: Any, agents: int | None = None) -> nn.Module:
+    """Instantiate the model named by ``config.type`` (default ``fully_connected``); ``agents``: per-agent
+    weights for that many agents (a policy's ``share: agent``), for models that take it."""
     name = _option(config, "type")
     if name not in _MODEL_REGISTRY:
         raise ValueError(f"unknown model type {name!r}; registered model types: {registered_models()}")
-    return _MODEL_REGISTRY[name](obs_dim, action_space, config)
+    cls = _MODEL_REGISTRY[name]
+    if agents is None:
+        return cls(obs_dim, action_space, config)
+    try:
+        takes_agents = "agents" in inspect.signature(cls).parameters
+    except ValueError:  # not introspectable: let the call decide
+        takes_agents = True
+    if not takes_agents:
+        raise TypeError(f"model {name!r} ({cls.__name__}) has no per-agent weights: share: agent needs a model "
+                        f"constructible as {cls.__name__}(obs_dim, action_space, config, agents=n). Fix: add that "
+                        "argument (models.layers.AgentLinear builds such layers), or use share: group")
+    return cls(obs_dim, action_space, config, agents=agents)
 
 
 register_model("fully_connected", ActorCritic)
+register_model("gru", RecurrentActorCritic)

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from warp_drive.training.config_sections import ModelConfig
+from warp_drive.training.config_models import ModelConfig
 from warp_drive.training.models.action_spaces import describe_action_space
 from warp_drive.training.models.distribution import ActionDistribution
-from warp_drive.training.models.layers import _ACTIVATIONS, ActionHead, RunningMeanStd, layer_init, mlp
+from warp_drive.training.models.layers import _ACTIVATIONS, ActionHead, RunningMeanStd, linear, mlp
 
 # The defaults are the config's (one default per key): a model built without a config section gets them.
 _DEFAULTS = dataclasses.asdict(ModelConfig())
@@ -37,10 +37,12 @@ class ActorCritic(nn.Module):
 
     ``shared_trunk=False`` (default, as CleanRL) gives the actor and the critic
     their own trunks, so value-loss gradients never disturb the policy
-    features; ``shared_trunk=True`` halves the trunk parameters.
+    features; ``shared_trunk=True`` halves the trunk parameters. ``agents``:
+    per-agent weights for that many agents (``layers.AgentLinear``); the
+    observations are then ``(..., agents, obs_dim)``.
     """
 
-    def __init__(self, obs_dim: int, action_space: Any, config: Any = None):
+    def __init__(self, obs_dim: int, action_space: Any, config: Any = None, agents: int | None = None):
         super().__init__()
         fc_dims = list(_option(config, "fc_dims"))
         activation = _option(config, "activation")
@@ -56,17 +58,19 @@ class ActorCritic(nn.Module):
         self.shared_trunk = bool(_option(config, "shared_trunk"))
         self.space = describe_action_space(action_space)
         feat = fc_dims[-1] if fc_dims else obs_dim
+        self.agents = agents
 
         self.obs_rms = RunningMeanStd(obs_dim) if _option(config, "obs_normalization") else None
         if self.shared_trunk:
-            self.trunk = mlp(obs_dim, fc_dims, activation)
+            self.trunk = mlp(obs_dim, fc_dims, activation, agents)
             self.actor_trunk = self.critic_trunk = None
         else:
             self.trunk = None
-            self.actor_trunk = mlp(obs_dim, fc_dims, activation)
-            self.critic_trunk = mlp(obs_dim, fc_dims, activation)
-        self.actor_head = ActionHead(feat, action_space, log_std_init=float(_option(config, "log_std_init")))
-        self.value_head = layer_init(nn.Linear(feat, 1), gain=1.0)
+            self.actor_trunk = mlp(obs_dim, fc_dims, activation, agents)
+            self.critic_trunk = mlp(obs_dim, fc_dims, activation, agents)
+        self.actor_head = ActionHead(feat, action_space, log_std_init=float(_option(config, "log_std_init")),
+                                     agents=agents)
+        self.value_head = linear(feat, 1, 1.0, agents)
 
     # ------------------------------------------------------------------ observation normalisation
     @property

@@ -16,29 +16,40 @@ import torch
 from torch import nn
 
 from warp_drive.training.models.actor_critic import _option
-from warp_drive.training.models.distribution import ActionDistribution
-from warp_drive.training.models.layers import RunningMeanStd, layer_init, mlp
+from warp_drive.training.models.layers import RunningMeanStd, linear, mlp
 
 
 class CentralCritic(nn.Module):
     """``actor`` (a model returning ``(distribution, value)``) and ``V(critic input)`` of width ``critic_dim``.
 
     The critic's layers follow the policy's ``model`` section (``fc_dims``,
-    ``activation``, ``obs_normalization``, the last applied to its input).
+    ``activation``, ``obs_normalization``, the last applied to its input), with
+    per-agent weights when ``agents`` is given (``share: agent``). The critic is
+    feed-forward: the state it reads is the env's whole state. A recurrent actor
+    (``models/recurrent.py``) keeps its contract: ``hidden_shape``, ``forward(obs,
+    hidden)`` and ``unroll`` pass through to it.
     """
 
-    def __init__(self, actor: nn.Module, critic_dim: int, config: Any = None):
+    def __init__(self, actor: nn.Module, critic_dim: int, config: Any = None, agents: int | None = None):
         super().__init__()
         fc_dims, activation = list(_option(config, "fc_dims")), _option(config, "activation")
         self.actor = actor
         self.critic_dim = int(critic_dim)
         self.critic_rms = RunningMeanStd(self.critic_dim) if _option(config, "obs_normalization") else None
-        self.critic_trunk = mlp(self.critic_dim, fc_dims, activation)
-        self.critic_head = layer_init(nn.Linear(fc_dims[-1] if fc_dims else self.critic_dim, 1), gain=1.0)
+        self.critic_trunk = mlp(self.critic_dim, fc_dims, activation, agents)
+        self.critic_head = linear(fc_dims[-1] if fc_dims else self.critic_dim, 1, 1.0, agents)
 
-    def forward(self, obs: torch.Tensor) -> tuple[ActionDistribution, torch.Tensor]:
-        """The actor's output: its distribution (and its own, unused, value)."""
-        return self.actor(obs)
+    def forward(self, obs: torch.Tensor, *hidden: torch.Tensor) -> tuple:
+        """The actor's output: its distribution, its own (unused) value, and a recurrent actor's next state."""
+        return self.actor(obs, *hidden)
+
+    @property
+    def hidden_shape(self) -> tuple[int, int] | None:
+        """A recurrent actor's per-agent state shape; None for a feed-forward one."""
+        return getattr(self.actor, "hidden_shape", None)
+
+    def unroll(self, obs: torch.Tensor, hidden: torch.Tensor, starts: torch.Tensor) -> tuple:
+        return self.actor.unroll(obs, hidden, starts)
 
     def update_obs_normalization(self, obs: torch.Tensor) -> None:
         update = getattr(self.actor, "update_obs_normalization", None)  # optional for user models

@@ -92,6 +92,13 @@ class ActionDistribution:
         return ActionDistribution(logits=[torch.where(ok, lg, torch.full_like(lg, MASKED_LOGIT))
                                           for lg, ok in zip(self.logits, legal)])
 
+    def reshape(self, *shape: int) -> "ActionDistribution":
+        """The same distribution over a batch of shape ``shape`` (e.g. ``(E, n)`` -> ``(E * n,)``)."""
+        if self.is_discrete:
+            return ActionDistribution(logits=[lg.reshape(*shape, lg.shape[-1]) for lg in self.logits])
+        dim = self.mean.shape[-1]
+        return ActionDistribution(mean=self.mean.reshape(*shape, dim), log_std=self.log_std.reshape(*shape, dim))
+
     # ------------------------------------------------------------------ sampler export
     def probs_per_head(self) -> list[torch.Tensor]:
         """Per-head probabilities ``(..., n_h)``, float32 and contiguous, as the device sampler requires."""

@@ -4,6 +4,12 @@ They live apart from :class:`~warp_drive.training.models.ActorCritic` because
 other models use them too: a user model supplies its own trunk and takes
 :class:`ActionHead` for the head, and DDPG's networks reuse the activations
 and :class:`RunningMeanStd`.
+
+Per-agent weights (a policy's ``share: agent``): every builder takes ``agents``
+(None: one set of weights for all inputs). With ``agents = n`` its layers are
+:class:`AgentLinear`: ``n`` weight matrices in one tensor, applied to inputs
+``(..., n, features)`` (agent ``i`` of every env through matrix ``i``) in one
+batched product, not ``n`` modules called in turn.
 """
 
 from __future__ import annotations
@@ -29,11 +35,45 @@ def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) 
     return layer
 
 
-def mlp(in_dim: int, dims: Sequence[int], activation: str) -> nn.Sequential:
+class AgentLinear(nn.Module):
+    """``agents`` independent linear layers as one: ``(..., agents, in) -> (..., agents, out)``.
+
+    ``weight`` is ``(agents, out, in)``, each agent's matrix initialised like :func:`layer_init`
+    initialises an ``nn.Linear`` (orthogonal with ``gain``), so a per-agent model starts as
+    ``agents`` independently drawn copies of the shared one.
+    """
+
+    def __init__(self, agents: int, in_features: int, out_features: int, gain: float = math.sqrt(2),
+                 bias: float = 0.0):
+        super().__init__()
+        self.agents, self.in_features, self.out_features = int(agents), int(in_features), int(out_features)
+        self.weight = nn.Parameter(torch.empty(self.agents, self.out_features, self.in_features))
+        self.bias = nn.Parameter(torch.full((self.agents, self.out_features), float(bias)))
+        for matrix in self.weight.data:
+            nn.init.orthogonal_(matrix, gain)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 2 or x.shape[-2] != self.agents or x.shape[-1] != self.in_features:
+            raise ValueError(f"AgentLinear({self.agents} agents, {self.in_features} -> {self.out_features}): inputs "
+                             f"of shape {tuple(x.shape)} must end with ({self.agents}, {self.in_features})")
+        return torch.einsum("...ni,noi->...no", x, self.weight) + self.bias
+
+    def extra_repr(self) -> str:
+        return f"agents={self.agents}, in_features={self.in_features}, out_features={self.out_features}"
+
+
+def linear(in_dim: int, out_dim: int, gain: float = math.sqrt(2), agents: int | None = None) -> nn.Module:
+    """An initialised ``nn.Linear``, or an :class:`AgentLinear` of ``agents`` layers."""
+    if agents is None:
+        return layer_init(nn.Linear(in_dim, out_dim), gain)
+    return AgentLinear(agents, in_dim, out_dim, gain)
+
+
+def mlp(in_dim: int, dims: Sequence[int], activation: str, agents: int | None = None) -> nn.Sequential:
     """Hidden layers only (Linear + activation each); an empty ``dims`` is the identity."""
     layers: list[nn.Module] = []
     for out_dim in dims:
-        layers += [layer_init(nn.Linear(in_dim, out_dim), math.sqrt(2)), _ACTIVATIONS[activation]()]
+        layers += [linear(in_dim, out_dim, math.sqrt(2), agents), _ACTIVATIONS[activation]()]
         in_dim = out_dim
     return nn.Sequential(*layers)
 
@@ -45,14 +85,16 @@ class ActionHead(nn.Module):
     afterwards) so each head gets its own orthogonal init with gain 0.01.
     """
 
-    def __init__(self, in_features: int, action_space: Any, log_std_init: float = 0.0, gain: float = 0.01):
+    def __init__(self, in_features: int, action_space: Any, log_std_init: float = 0.0, gain: float = 0.01,
+                 agents: int | None = None):
         super().__init__()
         self.space = describe_action_space(action_space)
         if self.space.kind == "discrete":
-            self.heads = nn.ModuleList(layer_init(nn.Linear(in_features, n), gain) for n in self.space.nvec)
+            self.heads = nn.ModuleList(linear(in_features, n, gain, agents) for n in self.space.nvec)
         else:
-            self.mean = layer_init(nn.Linear(in_features, self.space.dim), gain)
-            self.log_std = nn.Parameter(torch.full((self.space.dim,), float(log_std_init)))
+            self.mean = linear(in_features, self.space.dim, gain, agents)
+            shape = (self.space.dim,) if agents is None else (agents, self.space.dim)  # one log_std per agent
+            self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
 
     def forward(self, features: torch.Tensor) -> ActionDistribution:
         if self.space.kind == "discrete":
