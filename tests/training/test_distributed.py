@@ -134,3 +134,13 @@ def test_ranks_keep_identical_value_normalisation_statistics(tmp_path):
     assert r0["value_norms"] == r1["value_norms"] and r0["value_norms"]["shared"][2] > 0
     assert r0["final"] == r1["final"] and r0["final"] != r0["initial"]
 
+
+
+def test_ranks_keep_identical_recurrent_models(tmp_path):
+    """GRU states stay local to each rank (its own envs); the averaged gradients keep the models identical."""
+    result = launch(tmp_path, "helpers_dist_callbacks:DumpRankFacts",
+                    extra_set=["policy.shared.model.type=gru", "policy.shared.sequence_length=8"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_dir = next((tmp_path / "runs").rglob("config.yaml")).parent
+    r0, r1 = (json.loads((run_dir / "test_dump" / f"rank{r}.json").read_text()) for r in range(2))
+    assert r0["final"] == r1["final"] and r0["final"] != r0["initial"]

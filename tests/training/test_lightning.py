@@ -121,6 +121,17 @@ def test_cartpole_matches_the_plain_trainer_and_logs_to_csv(tmp_path):
         [r["losses/value_loss/shared"] for r in plain_rows], rel=1e-6)
 
 
+def test_a_recurrent_per_agent_policy_matches_the_plain_trainer(tmp_path):
+    """GRU states on the device and per-agent weights go through Lightning's loop unchanged."""
+    extra = ("policy.shared.model.type=gru", "policy.shared.share=agent", "env.config.episode_length=5")
+    plain, plain_rows = plain_run(config("simple_spread_mappo", 3, *extra))
+    module = WarpDriveModule(config("simple_spread_mappo", 3, *extra))
+    fit(module, tmp_path, datamodule=RolloutDataModule(module))
+    assert module.warp_trainer.policies["shared"].hidden is not None
+    assert_same_parameters(plain, module.warp_trainer)
+    assert torch.equal(plain.policies["shared"].hidden, module.warp_trainer.policies["shared"].hidden)
+
+
 def test_two_policy_tag_from_a_built_trainer_matches_the_plain_trainer(tmp_path):
     plain, plain_rows = plain_run(tag_config())
     module = WarpDriveModule(build(tag_config()))  # an existing Trainer; the module's own data loader
