@@ -116,11 +116,14 @@ class RecurrentActorCritic(ActorCritic):
         keep = (~starts).unsqueeze(-1).to(actor_gates.dtype)  # 0 where an episode began: the state restarts
         actor_h, critic_h = hidden[..., 0, :], hidden[..., -1, :]
         actor_states, critic_states = [], []
-        for step in range(obs.shape[1]):  # one step at a time, the paths apart (no per-step stacking)
-            actor_h = self.actor_gru.step(actor_gates[:, step], actor_h * keep[:, step])
+        # unbind, not [:, step]: the backward of L slices would write L zero-filled copies of the gates
+        steps = zip(actor_gates.unbind(1), keep.unbind(1),
+                    critic_gates.unbind(1) if critic_gates is not None else [None] * obs.shape[1])
+        for actor_in, kept, critic_in in steps:  # one step at a time, the paths apart (no per-step stacking)
+            actor_h = self.actor_gru.step(actor_in, actor_h * kept)
             actor_states.append(actor_h)
-            if critic_gates is not None:
-                critic_h = self.critic_gru.step(critic_gates[:, step], critic_h * keep[:, step])
+            if critic_in is not None:
+                critic_h = self.critic_gru.step(critic_in, critic_h * kept)
                 critic_states.append(critic_h)
         actor_seq = torch.stack(actor_states, dim=1)
         critic_seq = actor_seq if critic_gates is None else torch.stack(critic_states, dim=1)
