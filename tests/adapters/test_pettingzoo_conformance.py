@@ -200,16 +200,16 @@ def test_parallel_api_test_with_runners_leaving(strict):
 
 
 # ============================================================================ global state
-def test_state_is_the_replicas_state_arrays_and_time():
+def test_state_is_the_replicas_declared_state_arrays():
     env = PettingZooParallelEnv("DummyEnv", seed=0, env_config={"num_agents": 2, "random_starts": False,
                                                                 "step_size": 0.5, "episode_length": 5})
-    assert env.state_names == ["values", "_timestep_"] and env.state_space.shape == (3,)
+    assert env.state_names == ["values"] and env.state_space.shape == (2,)  # DummyEnv.state_arrays
     env.reset()
-    np.testing.assert_array_equal(env.state(), [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(env.state(), [0.0, 0.0])
     env.step({"agent_0": 2, "agent_1": 0})  # up, down
     state = env.state()
     assert state.dtype == np.float32 and state in env.state_space
-    np.testing.assert_array_equal(state, [0.5, -0.5, 1.0])
+    np.testing.assert_array_equal(state, [0.5, -0.5])
 
 
 def test_tag_continuous_state_holds_positions_and_flags():
@@ -217,15 +217,15 @@ def test_tag_continuous_state_holds_positions_and_flags():
     env.reset()
     n = env.wrapper.num_agents
     start = env.state()
-    assert env.state_names[:2] == ["loc_x", "loc_y"] and env.state_space.shape == start.shape
+    # TagContinuous.state_arrays: 5 numbers per agent
+    assert env.state_names == ["loc_x", "loc_y", "speed", "direction", "still_in_the_game"]
+    assert env.state_space.shape == start.shape == (5 * n,)
     np.testing.assert_array_equal(start[:n], env.wrapper.env.starting_location_x)
-    flags = slice(6 * n, 7 * n)  # loc_x, loc_y, speed, direction, acceleration, edge penalty, still in the game
-    assert env.state_names[6] == "still_in_the_game"
+    flags = slice(4 * n, 5 * n)
     np.testing.assert_array_equal(start[flags], np.ones(n))
     env.step(noop(env))
     state = env.state()
     assert state[flags][env.agent_index["runner_0"]] == 0 and state[flags].sum() == n - 1
-    assert state[-1] == 1.0  # the time step
 
 
 @pytest.mark.slow

@@ -27,10 +27,16 @@ and ``agents`` empties until ``reset()``). An environment with a per-agent
 ``runner_exits_game_after_tagged``) also ends single agents: one whose flag
 drops to 0 is reported ``terminated`` at that step and is absent afterwards.
 
-``state()`` is the replica's global state: the arrays the framework restores at
-a reset (the environment's state by the contract: twins and pool targets, in
-the order the environment declared them, observations excluded) and the time
-step, flattened into one float32 vector; ``state_names`` lists the arrays.
+``state()`` is the replica's global state, one float32 vector (one host copy);
+``state_names`` lists the arrays it is made of, and ``state_space`` is a Box of
+its length. An environment that declares ``state_arrays`` (the compact global
+state a centralised critic reads, ``critic_input: state``) gives exactly that:
+the replica's row of ``EnvWrapper.state``, its state arrays flattened side by
+side (SimpleSpread: every agent's position and velocity, then the landmarks).
+Otherwise it is the arrays the framework restores at a reset (the
+environment's state by the contract: twins and pool targets, in the order the
+environment declared them, observations excluded) and the time step,
+flattened.
 """
 
 from __future__ import annotations
@@ -164,10 +170,14 @@ class PettingZooParallelEnv(ParallelEnv):
         self._actions_host = np.zeros(tuple(self.wrapper.actions.shape),
                                       np.int32 if self.wrapper.actions.dtype == torch.int32 else np.float32)
         dm = self.wrapper.data_manager
-        restored = [n for n in dm.array_names if n in dm.reset_data_list or n in dm.reset_target_to_pool]
-        self.state_names = [n for n in restored if n != "observations"]
-        if TIMESTEP in dm.array_names:
-            self.state_names.append(TIMESTEP)
+        self._declared_state = bool(wrapper.env.state_arrays)
+        if self._declared_state:  # the env's own compact state (EnvWrapper.state)
+            self.state_names = list(wrapper.env.state_arrays)
+        else:  # what a reset restores, and the time step
+            restored = [n for n in dm.array_names if n in dm.reset_data_list or n in dm.reset_target_to_pool]
+            self.state_names = [n for n in restored if n != "observations"]
+            if TIMESTEP in dm.array_names:
+                self.state_names.append(TIMESTEP)
         flags = dm.data_on_device_via_torch(ACTIVE_FLAGS) if ACTIVE_FLAGS in dm.array_names else None
         self._active_flags = flags if flags is not None and tuple(flags.shape) == (1, self.wrapper.num_agents) else None
 
@@ -235,10 +245,15 @@ class PettingZooParallelEnv(ParallelEnv):
         return [dm.data_on_device_via_torch(name)[0] for name in self.state_names]
 
     def _state_size(self) -> int:
+        if self._declared_state:
+            return int(self.wrapper.state.shape[1])
         return sum(int(t.numel()) for t in self._state_arrays())
 
     def state(self) -> np.ndarray:
-        """The replica's global state (see the module docstring), one host copy."""
+        """The replica's global state (see the module docstring), one host copy: its row of
+        ``EnvWrapper.state`` where the env declares ``state_arrays``, else its restored arrays and time step."""
+        if self._declared_state:
+            return to_host(self.wrapper.state[0])
         return np.concatenate([a.reshape(-1) for a in _pull(*self._state_arrays())]).astype(np.float32)
 
     def render(self):
