@@ -515,8 +515,11 @@ def evaluate_runs(args: argparse.Namespace, results: list[dict]) -> int:
         s = evaluation.summarize(runs)
         print(f"  {tag}: {s['iqm']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}], mean {s['mean']:.3f}")
         config = results[0]["config"]
-        algorithm = f"{config.policy[tag].algorithm}-{getattr(config.policy[tag], 'critic_input', 'local')}"
-        block = evaluation.marl_eval_json(config.env.name, f"{config.name}/{tag}", algorithm, runs,
+        # marl-eval compares algorithms within a task: the task is the policy and the env's settings, the
+        # algorithm the config (simple_spread_ippo and simple_spread_mappo then meet in one task).
+        settings = ",".join(f"{k}={v}" for k, v in sorted(config.env.config.items()))
+        task = f"{tag}[{settings}]" if settings else tag
+        block = evaluation.marl_eval_json(config.env.name, task, config.name, runs,
                                           step_count=max(r["env_steps"] for r in results))
         data.setdefault(config.env.name, {}).update(block[config.env.name])
     if args.json:

@@ -7,6 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
+import yaml
 
 from warp_drive.cli import main
 from warp_drive.training.evaluation import bootstrap_ci, iqm, marl_eval_json, summarize
@@ -53,6 +54,9 @@ def test_evaluate_several_runs_prints_the_iqm_and_writes_marl_eval_json(finished
     printed = capsys.readouterr().out
     assert "2 run(s) x 4 episodes (greedy actions)" in printed and "shared:" in printed and "[" in printed
     data = json.loads(out.read_text())
-    runs = data["CartPole"]["cartpole/shared"]["PPO-local"]
+    config = yaml.safe_load((finished_cartpole_run / "config.yaml").read_text())
+    settings = ",".join(f"{k}={v}" for k, v in sorted(config["env"]["config"].items()))
+    task = f"shared[{settings}]" if settings else "shared"  # the policy and the env's settings; the config: algorithm
+    runs = data["CartPole"][task][config["name"]]
     assert sorted(runs) == ["run_0", "run_1"] and len(runs["run_0"]["absolute_metrics"]["return"]) == 4
     assert runs["run_0"] == runs["run_1"]  # the same checkpoint, greedy: the same episodes
