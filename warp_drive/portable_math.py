@@ -1,6 +1,8 @@
 """NumPy ports of ``warp_drive/cuda/include/warp_drive/portable_math.h``, bit for bit.
 
-An environment's NumPy reference can only match its kernel exactly if it
+``sincos32``/``sin32``/``cos32`` port ``wd_sincosf``; ``expf32``/``logf32`` port
+``wd_expf``/``wd_logf`` (``log1p32`` builds log(1 + y) from them, as SimpleSpread's
+kernel does). An environment's NumPy reference can only match its kernel exactly if it
 computes what the kernel computes: NumPy float32 ufuncs round every +, -, *
 and / on their own (no FMA contraction), exactly like the header's
 ``wd_f*_rn`` helpers, so an operation-by-operation port returns the kernel's
@@ -166,3 +168,92 @@ def sin32(x) -> np.ndarray:
 def cos32(x) -> np.ndarray:
     """float32 cos, the kernels' ``wd_sincosf`` bits."""
     return sincos32(x)[1].reshape(np.shape(x))
+
+
+# ------------------------------------------------------------ exp and log (moved from SimpleSpread)
+
+
+def _from_bits(bits) -> np.ndarray:
+    return np.asarray(bits, np.uint32).view(F32)
+
+
+def expf32(x) -> np.ndarray:
+    """``wd_expf`` over a float32 array (the kernel's bits)."""
+    x = np.asarray(x, F32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        normal = (x <= F32(89.0)) & (x >= F32(-104.0))
+        xs = np.where(normal, x, F32(0.0)).astype(F32)
+        t = xs * F32(1.4426950216293335)
+        n = np.trunc(t + np.where(t < 0, F32(-0.5), F32(0.5))).astype(np.int32)
+        fn = n.astype(F32)
+        rh, rl = _two_sum(xs, -(fn * F32(6.93145751953125e-01)))
+        rh, e = _two_sum(rh, -(fn * F32(1.428606765330187e-06)))
+        rl = rl + e
+        p = rh * F32(2.4801587301587302e-05) + F32(1.9841269841269841e-04)
+        for c in (1.3888888888888889e-03, 8.3333333333333333e-03, 4.1666666666666667e-02,
+                  1.6666666666666667e-01, 0.5):
+            p = rh * p + F32(c)
+        p = (rh * rh) * p
+        tail = (rl + rl * rh) + p
+        hi = F32(1.0) + rh
+        lo = rh - (hi - F32(1.0))
+        y = hi + (lo + tail)
+        big = n > 127
+        small = n < -126
+        mid = ~big & ~small
+        scale_mid = _from_bits((np.where(mid, n, 0) + 127).astype(np.uint32) << 23)
+        scale_big = _from_bits(np.where(big, n, 128).astype(np.uint32) << 23)
+        scale_small = _from_bits((np.where(small, n, -127) + 64 + 127).astype(np.uint32) << 23)
+        out = np.where(mid, y * scale_mid, F32(0.0))
+        out = np.where(big, (y * _from_bits(0x7F000000)) * scale_big, out)
+        out = np.where(small, (y * scale_small) * F32(5.421010862427522e-20), out)
+        out = np.where(x > F32(89.0), F32(np.inf), out)
+        out = np.where(x < F32(-104.0), F32(0.0), out)
+        out = np.where(np.isnan(x), x, out)
+    return out.astype(F32)
+
+
+def logf32(x) -> np.ndarray:
+    """``wd_logf`` over a float32 array (the kernel's bits; ``log(+-0) = -inf``, ``log(inf) = inf``,
+    NaN for negative or NaN inputs)."""
+    x = np.asarray(x, F32)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return _logf32(x)
+
+
+def _logf32(x: np.ndarray) -> np.ndarray:
+    ix = x.view(np.uint32).astype(np.int64)
+    subnormal = ix < 0x00800000
+    scaled = (np.where(subnormal, x, F32(1.0)) * F32(33554432.0)).astype(F32).view(np.uint32).astype(np.int64)
+    ix = np.where(subnormal, scaled, ix)
+    k = np.where(subnormal, -25, 0) + (ix >> 23) - 127
+    mantissa = ix & 0x007FFFFF
+    upper = mantissa >= 0x3504F3
+    mantissa = np.where(upper, mantissa | 0x3F000000, mantissa | 0x3F800000)
+    k = k + upper
+    f = _from_bits(mantissa.astype(np.uint32)) - F32(1.0)
+    s = f / (F32(2.0) + f)
+    z = s * s
+    r = z * F32(1.8181818181818182e-01) + F32(2.2222222222222222e-01)
+    for c in (2.8571428571428571e-01, 4.0000000000000000e-01, 6.6666666666666667e-01):
+        r = z * r + F32(c)
+    r = z * r
+    hfsq = F32(0.5) * (f * f)
+    small = s * (hfsq + r)
+    fk = k.astype(F32)
+    tail = (hfsq - (small + fk * F32(1.428606765330187e-06))) - f
+    out = np.where(k == 0, f - (hfsq - small), fk * F32(6.93145751953125e-01) - tail)
+    out = np.where(x == 0, F32(-np.inf), out)  # +0 and -0
+    out = np.where(x == F32(np.inf), F32(np.inf), out)
+    out = np.where(np.isnan(x) | (x < 0), F32(np.nan), out)
+    return out.astype(F32)
+
+
+def log1p32(y) -> np.ndarray:
+    """The kernel's ``spread_log1pf`` for y >= 0: ``log(u) * (y / (u - 1))`` with ``u = 1 + y``
+    (Goldberg's form, accurate for small y), y itself where ``u`` rounds to 1."""
+    y = np.asarray(y, F32)
+    u = F32(1.0) + y
+    same = u == F32(1.0)
+    denominator = np.where(same, F32(1.0), u - F32(1.0))
+    return np.where(same, y, logf32(np.where(same, F32(2.0), u)) * (y / denominator)).astype(F32)

@@ -61,7 +61,7 @@ Where this differs from JaxMARL, and why:
   differs from its float64 run).
 
 The NumPy reference reproduces the kernel's float32 operations one by one
-(``wd_expf`` and ``wd_logf`` ported below), so kernel and reference agree bit for
+(``wd_expf`` and ``wd_logf`` ported in ``warp_drive.portable_math``), so kernel and reference agree bit for
 bit and the consistency tolerance is zero.
 """
 
@@ -72,6 +72,7 @@ from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
 from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment
+from warp_drive.portable_math import expf32, log1p32, logf32  # noqa: F401  (re-exported)
 
 F32 = np.float32
 NUM_ACTIONS = 5
@@ -81,92 +82,8 @@ INTEGRATORS = ("jaxmarl", "semi_implicit")
 
 
 # ---------------------------------------------------------------------------
-# NumPy ports of wd_expf / wd_logf (warp_drive/cuda/include/warp_drive/portable_math.h), bit for bit
+# NumPy ports of wd_expf / wd_logf: in warp_drive.portable_math (importable from here too)
 # ---------------------------------------------------------------------------
-
-
-def _two_sum(a, b):
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _from_bits(bits) -> np.ndarray:
-    return np.asarray(bits, np.uint32).view(F32)
-
-
-def expf32(x) -> np.ndarray:
-    """``wd_expf`` over a float32 array (the kernel's bits)."""
-    x = np.asarray(x, F32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        normal = (x <= F32(89.0)) & (x >= F32(-104.0))
-        xs = np.where(normal, x, F32(0.0)).astype(F32)
-        t = xs * F32(1.4426950216293335)
-        n = np.trunc(t + np.where(t < 0, F32(-0.5), F32(0.5))).astype(np.int32)
-        fn = n.astype(F32)
-        rh, rl = _two_sum(xs, -(fn * F32(6.93145751953125e-01)))
-        rh, e = _two_sum(rh, -(fn * F32(1.428606765330187e-06)))
-        rl = rl + e
-        p = rh * F32(2.4801587301587302e-05) + F32(1.9841269841269841e-04)
-        for c in (1.3888888888888889e-03, 8.3333333333333333e-03, 4.1666666666666667e-02,
-                  1.6666666666666667e-01, 0.5):
-            p = rh * p + F32(c)
-        p = (rh * rh) * p
-        tail = (rl + rl * rh) + p
-        hi = F32(1.0) + rh
-        lo = rh - (hi - F32(1.0))
-        y = hi + (lo + tail)
-        big = n > 127
-        small = n < -126
-        mid = ~big & ~small
-        scale_mid = _from_bits((np.where(mid, n, 0) + 127).astype(np.uint32) << 23)
-        scale_big = _from_bits(np.where(big, n, 128).astype(np.uint32) << 23)
-        scale_small = _from_bits((np.where(small, n, -127) + 64 + 127).astype(np.uint32) << 23)
-        out = np.where(mid, y * scale_mid, F32(0.0))
-        out = np.where(big, (y * _from_bits(0x7F000000)) * scale_big, out)
-        out = np.where(small, (y * scale_small) * F32(5.421010862427522e-20), out)
-        out = np.where(x > F32(89.0), F32(np.inf), out)
-        out = np.where(x < F32(-104.0), F32(0.0), out)
-        out = np.where(np.isnan(x), x, out)
-    return out.astype(F32)
-
-
-def logf32(x) -> np.ndarray:
-    """``wd_logf`` over a float32 array of positive finite values (the kernel's bits; ``log(0) = -inf``)."""
-    x = np.asarray(x, F32)
-    ix = x.view(np.uint32).astype(np.int64)
-    subnormal = ix < 0x00800000
-    scaled = (np.where(subnormal, x, F32(1.0)) * F32(33554432.0)).astype(F32).view(np.uint32).astype(np.int64)
-    ix = np.where(subnormal, scaled, ix)
-    k = np.where(subnormal, -25, 0) + (ix >> 23) - 127
-    mantissa = ix & 0x007FFFFF
-    upper = mantissa >= 0x3504F3
-    mantissa = np.where(upper, mantissa | 0x3F000000, mantissa | 0x3F800000)
-    k = k + upper
-    f = _from_bits(mantissa.astype(np.uint32)) - F32(1.0)
-    s = f / (F32(2.0) + f)
-    z = s * s
-    r = z * F32(1.8181818181818182e-01) + F32(2.2222222222222222e-01)
-    for c in (2.8571428571428571e-01, 4.0000000000000000e-01, 6.6666666666666667e-01):
-        r = z * r + F32(c)
-    r = z * r
-    hfsq = F32(0.5) * (f * f)
-    small = s * (hfsq + r)
-    fk = k.astype(F32)
-    tail = (hfsq - (small + fk * F32(1.428606765330187e-06))) - f
-    out = np.where(k == 0, f - (hfsq - small), fk * F32(6.93145751953125e-01) - tail)
-    out = np.where(x == 0, F32(-np.inf), out)
-    return out.astype(F32)
-
-
-def log1p32(y) -> np.ndarray:
-    """The kernel's ``spread_log1pf`` for y >= 0: ``log(u) * (y / (u - 1))`` with ``u = 1 + y``
-    (Goldberg's form, accurate for small y), y itself where ``u`` rounds to 1."""
-    y = np.asarray(y, F32)
-    u = F32(1.0) + y
-    same = u == F32(1.0)
-    denominator = np.where(same, F32(1.0), u - F32(1.0))
-    return np.where(same, y, logf32(np.where(same, F32(2.0), u)) * (y / denominator)).astype(F32)
 
 
 def softplus_penetration(x, k) -> np.ndarray:

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow  # gcov build of every example kernel (the fast ti
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_TESTS = ["tests/env/test_tag_continuous.py", "tests/env/test_tag_gridworld.py", "tests/env/test_classic_control.py",
-             "tests/env/test_env_wrapper.py", "tests/env/test_simple_spread.py"]
+             "tests/env/test_env_wrapper.py", "tests/env/test_simple_spread.py",
+             "tests/env/test_pandemic_economy.py"]
 # What a user's env is made of: the example envs' kernels and the layer-1 headers they build on.
 JUDGED = sorted((ROOT / "example_envs").glob("*/*.cu")) + [
     ROOT / "warp_drive" / "cuda" / "include" / "warp_drive" / name for name in ("agents.h", "neighbors.h")]
