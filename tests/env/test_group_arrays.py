@@ -160,12 +160,22 @@ def test_a_discrete_and_a_box_group_train_side_by_side(backend, share):
     assert float(trainer.env.data_manager.data_on_device_via_torch("sampled_actions_movers").abs().max()) <= 1.0
 
 
-def test_the_adapters_refuse_groups_with_their_own_arrays():
+def test_pettingzoo_reads_and_writes_each_agent_in_its_groups_arrays():
     pytest.importorskip("pettingzoo")
     from warp_drive.adapters import PettingZooParallelEnv
 
-    with pytest.raises(ValueError, match=r"group\(s\) \['pickers', 'movers'\] of TwoGroups own their arrays"):
-        PettingZooParallelEnv(TwoGroups(), backend="cpu")
+    env = PettingZooParallelEnv(TwoGroups(), backend="cpu", seed=0)
+    obs, _ = env.reset(seed=0)
+    assert obs["pickers_0"].shape == (4,) and obs["movers_1"].shape == (7,)
+    actions = {name: env.action_space(name).sample() for name in env.agents}
+    obs, rewards, *_ = env.step(actions)
+    device = env.wrapper.data_manager.data_on_device_via_torch
+    assert int(device("sampled_actions_pickers")[0, 2]) == int(actions["pickers_2"])
+    assert np.allclose(device("sampled_actions_movers")[0, 1].numpy(), actions["movers_1"])
+    assert np.array_equal(obs["movers_1"], device("observations_movers")[0, 1].numpy())
+    assert np.array_equal(obs["pickers_2"], device("observations_pickers")[0, 2].numpy())
+    assert rewards["pickers_2"] == float(device("rewards_pickers")[0, 2])
+    assert rewards["movers_0"] == float(device("rewards_movers")[0, 0])
 
 
 class MaskedPickers(TwoGroups):
@@ -184,6 +194,18 @@ class MaskedPickers(TwoGroups):
 
 
 register_env("MaskedPickers", MaskedPickers, overwrite=True)
+
+
+def test_pettingzoo_gives_a_groups_masks_in_the_infos():
+    pytest.importorskip("pettingzoo")
+    from warp_drive.adapters import PettingZooParallelEnv
+
+    env = PettingZooParallelEnv(MaskedPickers(), backend="cpu", seed=0)
+    _, infos = env.reset(seed=0)
+    assert infos["pickers_1"]["action_mask"].tolist() == [1, 1, 1, 0, 0] and "action_mask" not in infos["movers_0"]
+    _, _, _, _, infos = env.step({name: env.action_space(name).sample(infos[name].get("action_mask"))
+                                  for name in env.agents})
+    assert infos["pickers_0"]["action_mask"].dtype == np.int8
 
 
 def test_a_group_masks_its_own_actions():

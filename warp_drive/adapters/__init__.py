@@ -80,25 +80,28 @@ def build_wrapper(env: Any, num_envs: int, backend: Any, seed: int | None, env_c
     if not isinstance(env, EnvWrapper):
         wrapper = EnvWrapper(instance, int(num_envs), backend=backend, seed=seed, reset_pool_size=reset_pool_size)
     owners = [g.group for g in wrapper.group_arrays.values() if any(g.owned.values())]
-    if owners:
+    if owners and single_agent:
         raise ValueError(f"{adapter}: group(s) {owners} of {wrapper.name} own their arrays (observations_<group>, ...); "
-                         f"the adapters read the shared observations, sampled_actions and rewards only")
+                         f"the single-agent adapters read the shared observations, sampled_actions and rewards only")
     _check_observations_reset(wrapper, adapter)
     return wrapper
 
 
 def _check_observations_reset(wrapper, adapter: str) -> None:
-    """After a reset the adapters return ``observations`` as they lie on the device,
-    which is right only if the reset restores them (a twin or a pool): the kernel
-    never writes observations at a reset."""
+    """After a reset the adapters return the observations as they lie on the device (the shared
+    ``observations`` and groups' own ``observations_<group>``), which is right only if the reset restores
+    them (a twin or a pool): the kernel never writes observations at a reset."""
     dm = wrapper.data_manager
-    if "observations" not in dm.reset_data_list and "observations" not in dm.reset_target_to_pool:
-        warnings.warn(
-            f"{adapter}: {wrapper.name}'s 'observations' are neither saved for reset "
-            "(save_copy_and_apply_at_reset=True) nor drawn from a reset pool, so the observations "
-            "returned after a reset are those of the previous episode's last step",
-            stacklevel=3,
-        )
+    arrays = [name for name in ("observations", *(g.names["observations"] for g in wrapper.group_arrays.values()))
+              if dm.is_data_on_device(name)]
+    for name in dict.fromkeys(arrays):
+        if name not in dm.reset_data_list and name not in dm.reset_target_to_pool:
+            warnings.warn(
+                f"{adapter}: {wrapper.name}'s {name!r} are neither saved for reset "
+                "(save_copy_and_apply_at_reset=True) nor drawn from a reset pool, so the observations "
+                "returned after a reset are those of the previous episode's last step",
+                stacklevel=3,
+            )
 
 
 def to_host(tensor: torch.Tensor) -> np.ndarray:

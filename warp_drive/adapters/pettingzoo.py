@@ -27,6 +27,13 @@ and ``agents`` empties until ``reset()``). An environment with a per-agent
 ``runner_exits_game_after_tagged``) also ends single agents: one whose flag
 drops to 0 is reported ``terminated`` at that step and is absent afterwards.
 
+Agent groups with arrays of their own (``observations_<group>``,
+``sampled_actions_<group>``, ``rewards_<group>``: heterogeneous agents, e.g.
+PandemicEconomy's regions and planner) are read and written there, each agent
+at its row of its group's arrays; an agent whose actions are masked
+(``action_mask`` or ``action_mask_<group>``) finds its legal actions in
+``infos[agent]["action_mask"]`` (int8, 1 = legal), PettingZoo's convention.
+
 ``state()`` is the replica's global state, one float32 vector (one host copy);
 ``state_names`` lists the arrays it is made of, and ``state_space`` is a Box of
 its length. An environment that declares ``state_arrays`` (the compact global
@@ -95,6 +102,27 @@ def agent_names(env) -> dict[str, int]:
     return {f"{prefix}_{k}": i for prefix, rows in groups.items() for k, i in enumerate(rows)}
 
 
+KINDS = ("observations", "sampled_actions", "rewards")
+
+
+def agent_rows(wrapper) -> dict[str, list[tuple[str, int] | None]]:
+    """Per kind (``observations``, ``sampled_actions``, ``rewards``, ``action_mask``), for each agent id: the
+    array holding the agent's row and that row -- the shared array at the agent's id, or its group's own
+    array at its place in the group; ``action_mask`` entries are None for agents without a mask."""
+    dm = wrapper.data_manager
+    n = wrapper.num_agents
+    rows: dict[str, list] = {kind: [(kind, i) for i in range(n)] for kind in KINDS}
+    rows["action_mask"] = [("action_mask", i) if dm.is_data_on_device("action_mask") else None for i in range(n)]
+    for group in wrapper.group_arrays.values():
+        for place, agent in enumerate(group.agents):
+            for kind in KINDS:
+                if group.owned.get(kind):
+                    rows[kind][agent] = (group.names[kind], place)
+            if group.mask is not None:
+                rows["action_mask"][agent] = (group.mask, place)
+    return rows
+
+
 def _seeded_construction(env: Any, env_config: dict | None) -> bool:
     """Whether the adapter builds ``env`` (a class or registered name) with a constructor
     ``seed`` that ``env_config`` leaves open, so the adapter's seed decides it."""
@@ -139,13 +167,12 @@ class PettingZooParallelEnv(ParallelEnv):
         self._observation_spaces = {name: wenv.observation_space(i) for name, i in self.agent_index.items()}
         self._action_spaces = {name: wenv.action_space(i) for name, i in self.agent_index.items()}
 
-        self._obs_size = int(np.prod(tuple(self.wrapper.obs.shape)[2:], dtype=np.int64))
-        self._act_size = int(np.prod(tuple(self.wrapper.actions.shape)[2:], dtype=np.int64))
-        for name in self.possible_agents:
+        for name, i in self.agent_index.items():
             supported_space(self._observation_spaces[name], "observation", self.wrapper.name)
             supported_space(self._action_spaces[name], "action", self.wrapper.name)
-            check_fits(self._observation_spaces[name], self._obs_size, "observation", self.wrapper.name, name)
-            check_fits(self._action_spaces[name], self._act_size, "action", self.wrapper.name, name)
+            check_fits(self._observation_spaces[name], self._width("observations", i), "observation",
+                       self.wrapper.name, name)
+            check_fits(self._action_spaces[name], self._width("sampled_actions", i), "action", self.wrapper.name, name)
         from gymnasium import spaces
 
         self.state_space = spaces.Box(-np.inf, np.inf, shape=(self._state_size(),), dtype=np.float32)
@@ -167,9 +194,14 @@ class PettingZooParallelEnv(ParallelEnv):
                     "seed; PettingZoo needs fixed names and spaces: name agents by role with agent_groups() so that "
                     "each name keeps its spaces")
         self.wrapper, self.agent_index, self._construction_seed = wrapper, index, seed
-        self._actions_host = np.zeros(tuple(self.wrapper.actions.shape),
-                                      np.int32 if self.wrapper.actions.dtype == torch.int32 else np.float32)
+        self._rows = agent_rows(wrapper)
         dm = self.wrapper.data_manager
+        self._actions_host = {}  # replica 0 of every action array the kernel reads, on the host
+        for array, _row in self._rows["sampled_actions"]:
+            if array not in self._actions_host:
+                device = dm.data_on_device_via_torch(array)
+                self._actions_host[array] = np.zeros(tuple(device.shape)[1:],
+                                                     np.int32 if device.dtype == torch.int32 else np.float32)
         self._declared_state = bool(wrapper.env.state_arrays)
         if self._declared_state:  # the env's own compact state (EnvWrapper.state)
             self.state_names = list(wrapper.env.state_arrays)
@@ -188,6 +220,11 @@ class PettingZooParallelEnv(ParallelEnv):
     def action_space(self, agent: str):
         return self._action_spaces[agent]
 
+    def _width(self, kind: str, agent: int) -> int:
+        """Numbers per agent in the array holding ``agent``'s ``kind``."""
+        array, _row = self._rows[kind][agent]
+        return int(np.prod(tuple(self.wrapper.data_manager.get_shape(array))[2:], dtype=np.int64))
+
     # ------------------------------------------------------------ episodes
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None and self._seeded_construction and int(seed) != self._construction_seed:
@@ -197,7 +234,8 @@ class PettingZooParallelEnv(ParallelEnv):
         else:
             self.wrapper.reset_all_envs()
         self.agents = list(self.possible_agents)
-        return self._observations(to_host(self.wrapper.obs)[0]), {name: {} for name in self.agents}
+        arrays = self._pull_rows(("observations", "action_mask"))
+        return self._observations(arrays), self._infos(arrays)
 
     def step(self, actions: dict[str, Any]):
         if not self.agents:
@@ -206,38 +244,67 @@ class PettingZooParallelEnv(ParallelEnv):
         unknown = [name for name in actions if name not in self.agent_index]
         if missing or unknown:
             raise KeyError(f"step() needs one action per live agent; missing {missing}, unknown {unknown}")
-        flat = self._actions_host.reshape(self.wrapper.num_agents, self._act_size)
-        flat[:] = 0  # agents that left act the no-op
+        for host in self._actions_host.values():
+            host[...] = 0  # agents that left act the no-op
         for name in self.agents:
+            agent = self.agent_index[name]
+            array, row = self._rows["sampled_actions"][agent]
+            host = self._actions_host[array]
+            size = host[row].size
             value = np.asarray(actions[name]).reshape(-1)
-            if value.size != self._act_size:
+            if value.size != size:
                 raise ValueError(f"action of {name} has {value.size} values; its space {self._action_spaces[name]} "
-                                 f"needs {self._act_size}")
+                                 f"needs {size}")
             check_discrete_actions(self._action_spaces[name], value, name)
-            flat[self.agent_index[name]] = value
-        self.wrapper.actions.copy_(torch.from_numpy(self._actions_host))
+            host[row] = value.reshape(host[row].shape)
+        dm = self.wrapper.data_manager
+        for array, host in self._actions_host.items():
+            dm.data_on_device_via_torch(array)[0].copy_(torch.from_numpy(host))
         self.wrapper.step_all_envs()
 
-        w = self.wrapper
-        flags = self._active_flags[0] if self._active_flags is not None else torch.ones_like(w.rewards[0])
-        obs, rewards_row, active, done = _pull(w.obs[0], w.rewards[0], flags, w.done[:1])
-        done = int(done[0])
-        rewards = {name: float(rewards_row[self.agent_index[name]]) for name in self.agents}
-        left = {name: not active[self.agent_index[name]] for name in self.agents}
+        arrays = self._pull_rows(("observations", "rewards", "action_mask"), with_flags=True)
+        done = int(arrays["_done_"][0])
+        active = arrays.get(ACTIVE_FLAGS)
+        rewards, left = {}, {}
+        for name in self.agents:
+            agent = self.agent_index[name]
+            array, row = self._rows["rewards"][agent]
+            rewards[name] = float(arrays[array][row])
+            left[name] = active is not None and not active[agent]
         terminations = {name: done == TERMINATED or left[name] for name in self.agents}
         truncations = {name: done == TRUNCATED and not left[name] for name in self.agents}
-        infos = {name: {} for name in self.agents}
-        observations = self._observations(obs)
+        infos = self._infos(arrays)
+        observations = self._observations(arrays)
         self.agents = [] if done else [name for name in self.agents if not left[name]]
         return observations, rewards, terminations, truncations, infos
 
-    def _observations(self, obs: np.ndarray) -> dict[str, np.ndarray]:
-        obs = obs.reshape(self.wrapper.num_agents, self._obs_size)
+    def _pull_rows(self, kinds: tuple[str, ...], with_flags: bool = False) -> dict[str, np.ndarray]:
+        """Replica 0 of every array holding ``kinds`` (and the done flag and in-game flags), in one transfer."""
+        dm = self.wrapper.data_manager
+        names = list(dict.fromkeys(entry[0] for kind in kinds for entry in self._rows[kind] if entry is not None))
+        tensors = [dm.data_on_device_via_torch(name)[0] for name in names]
+        if with_flags:
+            names.append("_done_")
+            tensors.append(self.wrapper.done[:1])
+            if self._active_flags is not None:
+                names.append(ACTIVE_FLAGS)
+                tensors.append(self._active_flags[0])
+        return dict(zip(names, _pull(*tensors)))
+
+    def _observations(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = {}
         for name in self.agents:
+            array, row = self._rows["observations"][self.agent_index[name]]
             space = self._observation_spaces[name]
-            out[name] = obs[self.agent_index[name]].reshape(space.shape).astype(space.dtype, copy=True)
+            out[name] = arrays[array][row].reshape(space.shape).astype(space.dtype, copy=True)
         return out
+
+    def _infos(self, arrays: dict[str, np.ndarray]) -> dict[str, dict]:
+        infos = {}
+        for name in self.agents:
+            entry = self._rows["action_mask"][self.agent_index[name]]
+            infos[name] = {} if entry is None else {"action_mask": (arrays[entry[0]][entry[1]] != 0).astype(np.int8)}
+        return infos
 
     # ------------------------------------------------------------ global state
     def _state_arrays(self) -> list[torch.Tensor]:
