@@ -23,6 +23,7 @@ BUILTIN_ENVS = {
     "ContinuousMountainCar": "warp_drive.example_envs.classic_control.continuous_mountain_car:ContinuousMountainCar",
     "Pendulum": "warp_drive.example_envs.classic_control.pendulum:Pendulum",
     "SimpleSpread": "warp_drive.example_envs.simple_spread.simple_spread:SimpleSpread",
+    "PandemicEconomy": "warp_drive.example_envs.pandemic_economy.pandemic_economy:PandemicEconomy",
 }
 ENTRY_POINT_GROUP = "warp_drive.envs"
 

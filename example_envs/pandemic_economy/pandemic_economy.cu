@@ -69,7 +69,7 @@ struct PandemicEnv {
   int* cooldown;       // (S,)
   int* lagged_level;   // (S,)
   int* level_ring;     // (S, delay)
-  float* change_ring;  // (S, memory)
+  float* change_ring;  // (S, 2 * memory): day t's change at slot memory - 1 - t % memory and memory later
   float* susceptible;  // (S,) fractions of the population
   float* infected;
   float* removed;
@@ -130,7 +130,9 @@ __device__ __forceinline__ void pe_region_decide(const PandemicEnv& e, int s) {
   const int slot = e.t % e.delay;
   e.lagged_level[s] = ring[slot];  // the level of day t - delay
   ring[slot] = new_level;
-  e.change_ring[(size_t)s * e.memory + e.t % e.memory] = (float)(new_level - old_level);
+  float* changes = e.change_ring + (size_t)s * 2 * e.memory;
+  const int newest = e.memory - 1 - e.t % e.memory;
+  changes[newest] = changes[newest + e.memory] = (float)(new_level - old_level);
   e.level[s] = new_level;
   e.cooldown[s] = cd;
 }
@@ -141,20 +143,52 @@ __device__ __forceinline__ void pe_planner_decide(const PandemicEnv& e) {
   if ((e.t - 1) % e.period == 0 && a >= 0 && a <= e.subsidy_levels) e.subsidy_level[0] = a;
 }
 
-// The dense unemployment filter of region s: sum_k w_sk sum_{j<L} table[k, j] * change[t - j].
+// One filter's sum over the taps, sum_{j<L} table[j] * history[j] (history[j]: the level change of day
+// t - j), in a fixed order that is not one long chain: lane q (q = 0..7) adds the taps j = q, q + 8,
+// q + 16, ... in turn, then the lanes are added in order q = 0..7. Eight independent chains overlap in
+// the pipeline where one chain of L dependent additions would wait on each one (the reference, lane_sum
+// in pandemic_economy.py, adds in the same order, so the bits match). The ring holds every change twice,
+// L slots apart, newest first: the last L changes are one contiguous window, read in the table's
+// direction (no wrap per tap, and two streams a compiler can pair up into vector loads).
+#define PE_TAP(j) (table[(j)] * history[(j)])
+__device__ __forceinline__ float pe_filter_sum(const float* table, const float* history, int L) {
+  if (L < 8) {  // a lane per tap: the lanes in order are the taps in order
+    float acc = PE_TAP(0);
+    for (int j = 1; j < L; ++j) acc = acc + PE_TAP(j);
+    return acc;
+  }
+  float a0 = PE_TAP(0), a1 = PE_TAP(1), a2 = PE_TAP(2), a3 = PE_TAP(3);
+  float a4 = PE_TAP(4), a5 = PE_TAP(5), a6 = PE_TAP(6), a7 = PE_TAP(7);
+  int j = 8;
+  for (; j + 8 <= L; j += 8) {
+    a0 = a0 + PE_TAP(j);
+    a1 = a1 + PE_TAP(j + 1);
+    a2 = a2 + PE_TAP(j + 2);
+    a3 = a3 + PE_TAP(j + 3);
+    a4 = a4 + PE_TAP(j + 4);
+    a5 = a5 + PE_TAP(j + 5);
+    a6 = a6 + PE_TAP(j + 6);
+    a7 = a7 + PE_TAP(j + 7);
+  }
+  const int rest = L - j;  // 0..7 taps left: lanes 0..rest-1 take one more
+  if (rest > 0) a0 = a0 + PE_TAP(j);
+  if (rest > 1) a1 = a1 + PE_TAP(j + 1);
+  if (rest > 2) a2 = a2 + PE_TAP(j + 2);
+  if (rest > 3) a3 = a3 + PE_TAP(j + 3);
+  if (rest > 4) a4 = a4 + PE_TAP(j + 4);
+  if (rest > 5) a5 = a5 + PE_TAP(j + 5);
+  if (rest > 6) a6 = a6 + PE_TAP(j + 6);
+  return ((((((a0 + a1) + a2) + a3) + a4) + a5) + a6) + a7;
+}
+#undef PE_TAP
+
+// The dense unemployment filter of region s: x = sum_k w_sk * (filter k's sum), filters in order.
 __device__ __forceinline__ float pe_filter(const PandemicEnv& e, int s) {
-  const float* ring = e.change_ring + (size_t)s * e.memory;
-  const int head = e.t % e.memory;
+  const float* history = e.change_ring + (size_t)s * 2 * e.memory + (e.memory - 1 - e.t % e.memory);
   float x = 0.0f;
   for (int k = 0; k < e.filters; ++k) {
-    const float* table = e.filter_table + (size_t)k * e.memory;
-    float acc = table[0] * ring[head];
-    for (int j = 1; j < e.memory; ++j) {
-      int idx = head - j;
-      if (idx < 0) idx += e.memory;
-      acc = acc + table[j] * ring[idx];
-    }
-    const float term = e.filter_weights[s * e.filters + k] * acc;
+    const float term = e.filter_weights[s * e.filters + k] *
+                       pe_filter_sum(e.filter_table + (size_t)k * e.memory, history, e.memory);
     x = k == 0 ? term : x + term;
   }
   return x;
@@ -296,7 +330,7 @@ extern "C" __global__ void PandemicEconomyStep(
   e.cooldown = cooldown + rs;
   e.lagged_level = lagged_level + rs;
   e.level_ring = level_ring + rs * delay;
-  e.change_ring = change_ring + rs * filter_memory;
+  e.change_ring = change_ring + rs * 2 * filter_memory;
   e.susceptible = susceptible + rs;
   e.infected = infected + rs;
   e.removed = removed + rs;

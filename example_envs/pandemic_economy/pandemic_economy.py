@@ -40,7 +40,9 @@ with V (vaccinated) and D (dead) parts of R): transmission from the level
     V' = V + vac; D' = D + mu_s * new_rem; cum_infected' = cum_infected + new_inf
 
 **Unemployment**: ``x = sum_k w_sk sum_{j<L} exp(-j / lambda_k) * dpi_{t-j}``
-over the last L daily level changes ``dpi`` (a ring per region; K filters with
+over the last L daily level changes ``dpi`` (a ring per region, ``change_ring``
+(S, 2L): day t's change at slot ``L - 1 - t mod L`` and again L slots later, so
+the last L changes, newest first, are one contiguous window; K filters with
 ``lambda_k`` geometric from ``lambda_min`` to ``lambda_max``); **dense** over
 every tap (K * L multiply-adds per region per step: 153,000 per env step at the
 defaults, the benchmark's cost); the decay table ``filter_table`` (K, L) is
@@ -163,6 +165,19 @@ def ordered_sum(terms: np.ndarray, axis: int = -1) -> np.ndarray:
     """``terms`` summed one by one from index 0 along ``axis`` in float32 (``np.cumsum`` is sequential;
     ``np.sum`` is pairwise and would round differently from the kernel's loop)."""
     return np.take(np.cumsum(terms, axis=axis, dtype=F32), -1, axis=axis)
+
+
+FILTER_LANES = 8
+
+
+def lane_sum(terms: np.ndarray) -> np.ndarray:
+    """``pe_filter_sum``'s order over the last axis: lane q sums the terms q, q + 8, q + 16, ... one by one,
+    then the lanes are added in order (the kernel's eight independent chains)."""
+    lanes = [ordered_sum(terms[..., q::FILTER_LANES]) for q in range(min(FILTER_LANES, terms.shape[-1]))]
+    total = lanes[0]
+    for lane in lanes[1:]:
+        total = (total + lane).astype(F32)
+    return total
 
 
 class PandemicEconomy(Environment):
@@ -366,7 +381,7 @@ class PandemicEconomy(Environment):
         a = {
             "level": np.ones((E, S), np.int32), "cooldown": np.zeros((E, S), np.int32),
             "lagged_level": np.ones((E, S), np.int32), "level_ring": np.ones((E, S, self.delay), np.int32),
-            "change_ring": np.zeros((E, S, self.filter_memory), F32),
+            "change_ring": np.zeros((E, S, 2 * self.filter_memory), F32),  # each change twice, L apart
             "susceptible": (F32(1.0) - i0).astype(F32), "infected": i0,
             "removed": np.zeros((E, S), F32), "vaccinated": np.zeros((E, S), F32), "deaths": np.zeros((E, S), F32),
             "cum_infected": i0.copy(),
@@ -449,7 +464,8 @@ class PandemicEconomy(Environment):
         ring = a["level_ring"]
         a["lagged_level"][...] = ring[envs, :, slot]
         ring[envs, :, slot] = new
-        a["change_ring"][envs, :, t % L] = (new - old).astype(F32)
+        newest = (L - 1) - t % L  # and newest + L: the last L changes are one window, newest first
+        a["change_ring"][envs, :, newest] = a["change_ring"][envs, :, newest + L] = (new - old).astype(F32)
         a["level"][...] = new
         pa = a["sampled_actions_planner"][:, 0]
         decide = ((t - 1) % P == 0) & (pa >= 0) & (pa <= M)
@@ -473,13 +489,13 @@ class PandemicEconomy(Environment):
         a["vaccinated"][...], a["deaths"][...] = va2, de2
         a["cum_infected"][...] = a["cum_infected"] + new_inf
 
-        # the dense filter: taps in the kernel's order (j = 0 .. L-1 from the newest change), filters k = 0 .. K-1
-        idx = (t[:, None] - np.arange(L)[None, :]) % L  # (E, L)
+        # the dense filter: taps j = 0 .. L-1 from the newest change, in pe_filter_sum's lanes; filters in order
+        idx = ((L - 1) - t % L)[:, None] + np.arange(L)[None, :]  # (E, L): the window of days t, t - 1, ...
         ordered = np.take_along_axis(a["change_ring"], np.broadcast_to(idx[:, None, :], (E, S, L)), axis=2)
         table, weights = a["filter_table"], a["filter_weights"]
         x = None
         for k in range(K):
-            acc = ordered_sum(table[k][None, None, :] * ordered)
+            acc = lane_sum(table[k][None, None, :] * ordered)
             term = weights[:, k] * acc
             x = term if x is None else x + term
         softplus = np.maximum(x, F32(0.0)) + logf32(F32(1.0) + expf32(-np.abs(x)))

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from warp_drive.backends import get_backend
-from warp_drive.consistency import random_actions
+from warp_drive.consistency import random_action_arrays
 from warp_drive.wrapper import EnvWrapper
 from warp_drive.registry import BUILTIN_ENVS
 
@@ -40,8 +40,10 @@ def drive_env(name: str, num_envs: int, config: dict, blocks_per_env, backend: s
     rng = np.random.default_rng(0)
     import torch
 
+    device = wrapper.data_manager.data_on_device_via_torch
     for _ in range(steps):
-        wrapper.actions.copy_(torch.from_numpy(random_actions(wrapper, rng)).to(wrapper.actions.device))
+        for array, actions in random_action_arrays(wrapper, rng).items():  # the shared array, groups' own
+            device(array).copy_(torch.from_numpy(actions).to(device(array).device))
         wrapper.step_all_envs()
         wrapper.reset_only_done_envs()
     wrapper.backend.synchronize()
