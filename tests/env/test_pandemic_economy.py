@@ -18,8 +18,9 @@ from warp_drive.training.run import build
 from warp_drive.wrapper import EnvWrapper
 
 # A short, small configuration that still crosses every rule: cooldowns, planner decisions, the delay ring
-# wrapping, the filter ring wrapping (memory < episode), vaccination starting mid-episode.
-SMALL = {"num_regions": 5, "episode_length": 30, "filter_memory": 12, "num_filters": 3, "delay": 3, "cooldown": 4,
+# wrapping, the filter ring wrapping (memory < episode; 15 taps: the filter's eight lanes and seven left
+# over), vaccination starting mid-episode.
+SMALL = {"num_regions": 5, "episode_length": 30, "filter_memory": 15, "num_filters": 3, "delay": 3, "cooldown": 4,
          "subsidy_period": 7, "vaccination_start": 10, "vaccination_rate": 0.02, "seed": 3}
 
 
@@ -54,9 +55,14 @@ EDGE = {**SMALL, "num_regions": 1, "eta": 1.0, "cooldown": 1, "filter_memory": 7
         "borrow_rate": 0.0}
 
 
+# Fewer taps than the filter's eight lanes: one lane per tap.
+FEW_TAPS = {**SMALL, "filter_memory": 5}
+
+
 def test_the_kernel_matches_its_reference_bit_for_bit(env_backend):
-    small, edge = check(PandemicEconomy, [SMALL, EDGE], num_envs=3, num_episodes=2, backend=env_backend)
-    assert small.steps == edge.steps == 60 and small.truncated == edge.truncated == 6
+    small, edge, few = check(PandemicEconomy, [SMALL, EDGE, FEW_TAPS], num_envs=3, num_episodes=2,
+                             backend=env_backend)
+    assert small.steps == edge.steps == few.steps == 60 and small.truncated == edge.truncated == 6
     assert {"observations_regions", "observations_planner", "action_mask_regions", "change_ring"} <= set(small.arrays)
 
 
