@@ -66,9 +66,10 @@ def test_the_kernel_matches_its_reference_bit_for_bit(env_backend):
     assert {"observations_regions", "observations_planner", "action_mask_regions", "change_ring"} <= set(small.arrays)
 
 
+@pytest.mark.slow  # 540 steps of the reference's dense filter: the small configurations above run in the fast tier
 @pytest.mark.parametrize("backend", ["cpu", "cpu-gpu"])
 def test_the_kernel_matches_its_reference_at_the_defaults(backend):
-    """51 regions, 540 days, the dense 5 x 600 filter: two episodes of three envs (~10 s per executor)."""
+    """51 regions, 540 days, the dense 5 x 600 filter: two episodes of three envs (10-30 s per executor)."""
     report, = check(PandemicEconomy, {}, num_envs=3, num_episodes=2, backend=backend)
     assert report.steps == 1080 and report.truncated == 6
 
