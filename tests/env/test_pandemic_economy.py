@@ -67,7 +67,7 @@ def test_the_kernel_matches_its_reference_bit_for_bit(env_backend):
 
 
 @pytest.mark.slow  # 540 steps of the reference's dense filter: the small configurations above run in the fast tier
-@pytest.mark.parametrize("backend", ["cpu", "cpu-gpu"])
+@pytest.mark.parametrize("backend", ["cpu", "cpu-gpu", pytest.param("pycuda", marks=pytest.mark.gpu)])
 def test_the_kernel_matches_its_reference_at_the_defaults(backend):
     """51 regions, 540 days, the dense 5 x 600 filter: two episodes of three envs (10-30 s per executor)."""
     report, = check(PandemicEconomy, {}, num_envs=3, num_episodes=2, backend=backend)
@@ -166,7 +166,7 @@ def test_the_trainer_never_samples_a_masked_action():
     assert cooled > 50 and planner[0].any()
 
 
-@pytest.mark.parametrize("backend", ["cpu", "cpu-gpu"])
+@pytest.mark.parametrize("backend", ["cpu", "cpu-gpu", pytest.param("pycuda", marks=pytest.mark.gpu)])
 def test_ppo_trains_both_groups(backend):
     trainer = build(small_config(backend))
     regions, planner = trainer.policies["regions"], trainer.policies["planner"]

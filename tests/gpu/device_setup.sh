@@ -8,14 +8,14 @@ export PYTHONUNBUFFERED=1
 W=$PWD/.device_wheels
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $W/*.whl || return 1
 export PYTHONPATH=/tmp/site:$PWD
-if ! python3 -c "import pycuda" 2>/dev/null; then
+if ! python3 -c "import pycuda.driver" 2>/dev/null; then
   t0=$(date +%s)
   mkdir -p /tmp/pcb && tar xzf $W/pycuda-*.tar.gz -C /tmp/pcb && cd /tmp/pcb/pycuda-*/ || return 1
   CUDA_ROOT=$(dirname $(dirname $(readlink -f $(which nvcc))))
   python3 configure.py --cuda-root=$CUDA_ROOT --no-cuda-enable-curand > /tmp/pcb/configure.log 2>&1
   python3 setup.py build_ext -j "$(nproc)" bdist_wheel -d "${OUT:-/tmp/pcb/dist}" > /tmp/pcb/build.log 2>&1 || { tail -50 /tmp/pcb/build.log; return 1; }
   cd - >/dev/null
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "${OUT:-/tmp/pcb/dist}"/pycuda-*.whl || return 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site "${OUT:-/tmp/pcb/dist}"/pycuda-*.whl || return 1
   echo "built PyCUDA in $(( $(date +%s) - t0 )) s: $(ls "${OUT:-/tmp/pcb/dist}")"
 fi
 python3 -c "import pycuda.driver as d; d.init(); print('pycuda', d.get_version(), d.get_driver_version(), d.Device(0).name())"

@@ -124,10 +124,14 @@ def pool_size():
 
 
 @pytest.fixture
-def two_workers(backend_name, pool_size):
-    """Run blocks on two host threads when the executor is the cpu one."""
+def two_workers(backend_name, request):
+    """Run blocks on two host threads when the executor is the cpu one.
+
+    The cpu pool is touched only then: on a GPU machine the pycuda cases run
+    beside other test processes, whose pools' threads (one per core each) can
+    keep this process's pool from ever running all its blocks at once."""
     if backend_name == "cpu":
-        pool_size(2)
+        request.getfixturevalue("pool_size")(2)
 
 
 @pytest.fixture
