@@ -98,7 +98,7 @@ struct PandemicEnv {
   const float* filter_weights; // (S, filters)
   const float* region_params;  // (S, PE_REGION_COLUMNS)
   const float* national_params;
-  float gamma, vaccination_rate, output_per_worker_day, one_plus_r, one_minus_eta;
+  float gamma, vaccination_rate, output_per_worker_day, subsidy_top_day, one_plus_r, one_minus_eta;
   int vaccination_start;
 };
 
@@ -226,7 +226,7 @@ __device__ __forceinline__ void pe_region_day(const PandemicEnv& e, int s) {
   // economy, per capita: the able (alive, not sick, employed) working-age population's output, plus the subsidy
   const float able = fmaxf((1.0f - in2) - de2, 0.0f);
   const float y = ((p[PE_WORK_FRACTION] * (1.0f - u)) * able) * e.output_per_worker_day;
-  const float sub = ((float)e.subsidy_level[0] / (float)e.subsidy_levels) * e.output_per_worker_day;
+  const float sub = ((float)e.subsidy_level[0] / (float)e.subsidy_levels) * e.subsidy_top_day;
   e.output[s] = y;
   e.subsidy[s] = sub;
   const float health = -new_deaths;
@@ -310,7 +310,7 @@ extern "C" __global__ void PandemicEconomyStep(
     const float* __restrict__ filter_weights, const float* __restrict__ region_params,
     const float* __restrict__ national_params, int num_regions, int num_levels, int cooldown_steps,
     int num_subsidy_levels, int subsidy_period, int delay, int filter_memory, int num_filters, float gamma,
-    int vaccination_start, float vaccination_rate, float output_per_worker_day, float one_plus_r,
+    int vaccination_start, float vaccination_rate, float output_per_worker_day, float subsidy_top_day, float one_plus_r,
     float one_minus_eta, int* done, int* timestep, int num_agents, int episode_length) {
   const int env = wd_env_id();
   const int S = num_regions;
@@ -362,6 +362,7 @@ extern "C" __global__ void PandemicEconomyStep(
   e.vaccination_start = vaccination_start;
   e.vaccination_rate = vaccination_rate;
   e.output_per_worker_day = output_per_worker_day;
+  e.subsidy_top_day = subsidy_top_day;
   e.one_plus_r = one_plus_r;
   e.one_minus_eta = one_minus_eta;
 

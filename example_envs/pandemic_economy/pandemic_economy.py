@@ -50,9 +50,11 @@ computed on the host. ``u = clip(base_s - ln 2 + softplus(x), 0, 1)``.
 
 **Economy** (per capita per day, in units of ``output_per_worker`` / 365):
 output ``y = work_fraction_s * (1 - u) * max(1 - I' - D', 0) * A / 365``; the
-subsidy ``(l / M) * A / 365`` (``(l / M) * N_s * A / 365`` in total) is added
-to each region's consumption; the planner pays ``(1 + r)`` per unit of
-subsidy, so the nation consumes ``sum_s share_s * (y_s + sub_s) - (1 + r) *
+subsidy ``(l / M) * s_max * A / 365`` per capita (``s_max`` = ``max_subsidy``,
+0.05 by default: at the top level about the consumption a fully closed region
+loses against a fully open one, so a subsidy is on the scale of the trade-off
+it is meant to shift) is added to each region's consumption; the planner pays
+``(1 + r)`` per unit of subsidy, so the nation consumes ``sum_s share_s * (y_s + sub_s) - (1 + r) *
 sum_s share_s * sub_s`` (``share_s = N_s / sum N``).
 
 **Rewards**: region ``r_s = alpha_s * h_hat + (1 - alpha_s) * e_hat`` with the
@@ -93,6 +95,7 @@ gamma                  1/14                    recovery rate
 vaccination_start      120                     first step with vaccination
 vaccination_rate       0.002                   fraction of the population vaccinated per day
 output_per_worker      1.0                     A: yearly output per worker (units)
+max_subsidy            0.05                    s_max: top level's per-capita subsidy per day, in A / 365
 borrow_rate            0.05                    r: the planner pays (1 + r) per unit of subsidy
 eta                    2.0                     CRRA coefficient
 planner_alpha          0.5                     planner's health weight
@@ -196,7 +199,7 @@ class PandemicEconomy(Environment):
         "beta_table", "filter_table", "filter_weights", "region_params", "national_params",
         "num_regions", "num_levels", "cooldown_steps", "num_subsidy_levels", "subsidy_period", "delay",
         "filter_memory", "num_filters", "gamma", "vaccination_start", "vaccination_rate", "output_per_worker_day",
-        "one_plus_r", "one_minus_eta",
+        "subsidy_top_day", "one_plus_r", "one_minus_eta",
         "_done_", "_timestep_", "n_agents", "episode_length",
     )
     consistency_atol = 0.0
@@ -220,6 +223,7 @@ class PandemicEconomy(Environment):
         vaccination_start: int = 120,
         vaccination_rate: float = 0.002,
         output_per_worker: float = 1.0,
+        max_subsidy: float = 0.05,
         borrow_rate: float = 0.05,
         eta: float = 2.0,
         planner_alpha: float = 0.5,
@@ -246,9 +250,9 @@ class PandemicEconomy(Environment):
         if not 0.0 <= float(planner_alpha) <= 1.0:
             raise ValueError(f"PandemicEconomy: planner_alpha must be in [0, 1], got {planner_alpha}")
         if not (0.0 < float(gamma) <= 1.0 and float(vaccination_rate) >= 0.0 and float(output_per_worker) > 0.0
-                and float(lambda_min) > 0.0 and float(lambda_max) >= float(lambda_min)):
-            raise ValueError("PandemicEconomy: need 0 < gamma <= 1, vaccination_rate >= 0, output_per_worker > 0 "
-                             "and 0 < lambda_min <= lambda_max")
+                and float(lambda_min) > 0.0 and float(lambda_max) >= float(lambda_min) and float(max_subsidy) >= 0.0):
+            raise ValueError("PandemicEconomy: need 0 < gamma <= 1, vaccination_rate >= 0, output_per_worker > 0, "
+                             "0 < lambda_min <= lambda_max and max_subsidy >= 0")
         self.num_regions = S = int(num_regions)
         self.num_agents = S + 1
         self.episode_length = int(episode_length)
@@ -258,6 +262,7 @@ class PandemicEconomy(Environment):
         self.gamma = F32(gamma)
         self.vaccination_start, self.vaccination_rate = int(vaccination_start), F32(vaccination_rate)
         self.output_per_worker_day = F32(float(output_per_worker) / 365.0)
+        self.subsidy_top_day = F32(float(max_subsidy) * float(output_per_worker) / 365.0)
         self.one_plus_r = F32(1.0 + float(borrow_rate))
         self.one_minus_eta = F32(1.0 - float(eta))
         self.seed = int(seed)
@@ -417,7 +422,7 @@ class PandemicEconomy(Environment):
             "filter_memory": np.int32(self.filter_memory), "num_filters": np.int32(self.num_filters),
             "gamma": self.gamma, "vaccination_start": np.int32(self.vaccination_start),
             "vaccination_rate": self.vaccination_rate, "output_per_worker_day": self.output_per_worker_day,
-            "one_plus_r": self.one_plus_r, "one_minus_eta": self.one_minus_eta,
+            "subsidy_top_day": self.subsidy_top_day, "one_plus_r": self.one_plus_r, "one_minus_eta": self.one_minus_eta,
         }
 
     def get_data_dictionary(self, num_envs: int) -> DataFeed:
@@ -506,7 +511,8 @@ class PandemicEconomy(Environment):
         able = np.maximum((F32(1.0) - in2) - de2, F32(0.0))
         y = ((rp[:, 1] * (F32(1.0) - u)) * able) * apd
         level_sub = a["subsidy_level"]
-        sub = np.broadcast_to(((level_sub.astype(F32) / F32(M)) * apd)[:, None], (E, S)).astype(F32)
+        sub = np.broadcast_to(((level_sub.astype(F32) / F32(M)) * F32(a["subsidy_top_day"]))[:, None],
+                              (E, S)).astype(F32)
         a["output"][...], a["subsidy"][...] = y, sub
         one_minus_eta = F32(a["one_minus_eta"])
         health = -new_deaths
