@@ -9,6 +9,7 @@ require torch or PyCUDA. The example environments are ``warp_drive.example_envs`
 (also importable as ``example_envs``: see ``warp_drive._example_envs_alias``).
 """
 
+from warp_drive import launch_clock  # noqa: F401  (its clock starts now, for platforms without /proc)
 from warp_drive import _example_envs_alias
 
 _example_envs_alias.install()

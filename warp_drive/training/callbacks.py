@@ -72,6 +72,8 @@ class TrainingLoop:
     start_steps: int = 0  # the trainer's env steps when this session began (a resume's checkpoint)
     started: float = field(default_factory=time.perf_counter)
     elapsed: float = 0.0  # seconds of training (set before on_train_end)
+    # seconds from the process's launch to the start of this session's first iteration (set by the loop)
+    first_iteration_after: float | None = None
     local_metrics: dict[str, float] = field(default_factory=dict)  # this rank's, before aggregation
     artifacts: dict[str, Path] = field(default_factory=dict)  # files callbacks made (e.g. "gif")
 
@@ -210,7 +212,7 @@ class EvaluationSummary(Callback):
         after = self._mean_returns(loop)
         if loop.is_main:
             print(summary(loop.config, loop.trainer, loop.elapsed, self.before, after, loop.artifacts.get("gif"),
-                          loop.world_size, start_steps=loop.start_steps))
+                          loop.world_size, start_steps=loop.start_steps, startup=loop.first_iteration_after))
 
     @staticmethod
     def _mean_returns(loop: TrainingLoop) -> dict[str, float]:
@@ -231,9 +233,11 @@ class EpisodeRenderer(Callback):
 
 
 # ---------------------------------------------------------------- what the callbacks above print and draw
-def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, start_steps: int = 0) -> str:
+def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, start_steps: int = 0,
+            startup: float | None = None) -> str:
     """The end-of-run table. Speed counts only this session's env steps (``start_steps`` is where a resume began):
-    all of a resumed run's steps over this session's seconds reported a meaningless rate."""
+    all of a resumed run's steps over this session's seconds reported a meaningless rate. ``startup``: seconds
+    from the launch of the process to its first iteration (imports, build, the evaluation before training)."""
     rows = [{"policy": tag,
              "trained": "yes" if config.policy[tag].to_train else "no",
              "episode return before training": (before or {}).get(tag, float("nan")),
@@ -253,6 +257,8 @@ def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, s
         f"Trained {config.env.name} on the {trainer.env.backend.name} backend: {steps:,} env steps "
         f"({trainer.iteration} iterations of {trainer.num_envs} envs{ranks} x {trainer.rollout_length} steps) "
         + speed,
+        *([f"first iteration {startup:.1f} s after launch (imports, kernel build or cache, the evaluation before "
+           f"training)"] if startup is not None else []),
         "Mean return per agent over one full episode in every env, actions sampled from the policy:",
         format_summary(rows),
     ]

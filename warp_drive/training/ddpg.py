@@ -80,6 +80,7 @@ from warp_drive.data_feed import DataFeed
 from warp_drive.training.ddpg_networks import (DDPGModel, ReplayBuffer, actor_loss_of, critic_loss_of,
                                                nstep_transitions, soft_update)
 from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, discard_nonfinite_returns
+from warp_drive.training.optim import Adam
 from warp_drive.training.policies import Policy, owned_arrays, policy_obs, write_env_actions
 from warp_drive.training.rollout import OnDeviceTrainer
 from warp_drive.training.schedules import Schedule
@@ -140,8 +141,8 @@ class DDPGTrainer(OnDeviceTrainer):
         total = self.config.trainer.total_steps
         lr = Schedule.parse(cfg.lr, total)
         critic_lr = Schedule.parse(cfg.critic_lr if cfg.critic_lr is not None else cfg.lr, total)
-        actor_opt = torch.optim.Adam(model.actor.parameters(), lr=lr.value(0))
-        critic_opt = torch.optim.Adam(model.critic.parameters(), lr=critic_lr.value(0))
+        actor_opt = Adam(model.actor.parameters(), lr=lr.value(0))
+        critic_opt = Adam(model.critic.parameters(), lr=critic_lr.value(0))
         policy = DDPGPolicy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device), obs_dim, space, model,
                             actor_opt, lr, Schedule.parse(0.0, total), NOISE_ARRAY.format(tag=tag),
                             critic_optimizer=critic_opt, critic_lr=critic_lr,

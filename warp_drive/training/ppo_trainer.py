@@ -31,6 +31,7 @@ from warp_drive.environment import TERMINATED, TRUNCATED
 from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, discard_nonfinite_returns, snapshot
 from warp_drive.training.models import create_model
 from warp_drive.training.models.central_critic import CentralCritic
+from warp_drive.training.optim import Adam
 from warp_drive.training.ppo import Batch, PPOSettings, UpdateHooks, ValueNormalizer, compute_gae, ppo_update
 from warp_drive.training.policies import (ENV_ACTIONS, Policy, owned_arrays, policy_active, policy_obs,
                                           space_signature, write_env_actions)
@@ -64,7 +65,7 @@ class PPOTrainer(OnDeviceTrainer):
         model = model.to(self.device)
         total = self.config.trainer.total_steps
         lr = Schedule.parse(cfg.lr, total)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
+        optimizer = Adam(model.parameters(), lr=lr.value(0), eps=1e-5)
         policy = Policy(tag, cfg, agent_ids, torch.tensor(agent_ids, device=self.device),
                         obs_dim + (n if cfg.agent_id_input else 0), action_space, model, optimizer, lr,
                         Schedule.parse(cfg.entropy_coef, total), ENV_ACTIONS, owned=owned_arrays(self.env, tag, agent_ids),

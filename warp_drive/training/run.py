@@ -41,6 +41,7 @@ import torch
 import yaml
 
 from warp_drive.backends import Backend, backend_class, get_backend
+from warp_drive.launch_clock import seconds_since_launch
 from warp_drive.training import distributed
 from warp_drive.training.callbacks import (
     Callback,
@@ -286,6 +287,7 @@ def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
 
     try:
         emit(callbacks, "on_train_start", loop)
+        loop.first_iteration_after = seconds_since_launch()
         loop.started = time.perf_counter()
         while trainer.iteration < trainer.num_iterations:
             metrics = trainer.iterate()
