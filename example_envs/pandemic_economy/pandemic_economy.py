@@ -51,9 +51,9 @@ computed on the host. ``u = clip(base_s - ln 2 + softplus(x), 0, 1)``.
 **Economy** (per capita per day, in units of ``output_per_worker`` / 365):
 output ``y = work_fraction_s * (1 - u) * max(1 - I' - D', 0) * A / 365``; the
 subsidy ``(l / M) * s_max * A / 365`` per capita (``s_max`` = ``max_subsidy``,
-0.05 by default: at the top level about the consumption a fully closed region
-loses against a fully open one, so a subsidy is on the scale of the trade-off
-it is meant to shift) is added to each region's consumption; the planner pays
+0.02 by default: at the top level about a third of the consumption a fully
+closed region loses against a fully open one, so a subsidy shifts the
+trade-off without swamping the regions' rewards) is added to each region's consumption; the planner pays
 ``(1 + r)`` per unit of subsidy, so the nation consumes ``sum_s share_s * (y_s + sub_s) - (1 + r) *
 sum_s share_s * sub_s`` (``share_s = N_s / sum N``).
 
@@ -95,7 +95,7 @@ gamma                  1/14                    recovery rate
 vaccination_start      120                     first step with vaccination
 vaccination_rate       0.002                   fraction of the population vaccinated per day
 output_per_worker      1.0                     A: yearly output per worker (units)
-max_subsidy            0.05                    s_max: top level's per-capita subsidy per day, in A / 365
+max_subsidy            0.02                    s_max: top level's per-capita subsidy per day, in A / 365
 borrow_rate            0.05                    r: the planner pays (1 + r) per unit of subsidy
 eta                    2.0                     CRRA coefficient
 planner_alpha          0.5                     planner's health weight
@@ -223,7 +223,7 @@ class PandemicEconomy(Environment):
         vaccination_start: int = 120,
         vaccination_rate: float = 0.002,
         output_per_worker: float = 1.0,
-        max_subsidy: float = 0.05,
+        max_subsidy: float = 0.02,
         borrow_rate: float = 0.05,
         eta: float = 2.0,
         planner_alpha: float = 0.5,

@@ -169,3 +169,12 @@ def test_training_workloads_are_valid_configs_at_every_env_count():
             cfg = training.workload_config(name, num_envs, "cpu", 3, extra)
             assert cfg.trainer.num_envs == num_envs
             assert cfg.trainer.total_steps == num_envs * cfg.trainer.rollout_length * 4
+
+
+def test_optimizer_ab_times_both_optimizers_on_the_same_config():
+    from benchmarks import optimizer_ab
+
+    rows = optimizer_ab.main(["--config", "cartpole", "--envs", "8", "--rounds", "1", "--iterations", "1",
+                              "--backend", "cpu"])
+    assert [row["optimizer"] for row in rows] == ["warp_drive Adam", "torch.optim.Adam (foreach)"]
+    assert all(row["env steps/s (median)"] > 0 for row in rows)
