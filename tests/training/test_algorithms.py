@@ -215,3 +215,22 @@ def test_value_normalizer_merges_batches_exactly_and_inverts():
     x = torch.tensor([-400.0, -300.0, 0.0])
     assert torch.allclose(norm.denormalize(norm.normalize(x)), x, rtol=1e-6)
     assert abs(float(norm.normalize(torch.tensor([float(seen.mean())])))) < 1e-6
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 1e9, float("inf")])
+def test_clip_grad_norm_matches_torch_bit_for_bit(max_norm):
+    from warp_drive.training.ppo import clip_grad_norm
+
+    torch.manual_seed(0)
+    models = [torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)) for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    x = torch.randn(32, 5)
+    for m in models:
+        m(x).pow(3).sum().backward()
+    ours = clip_grad_norm(list(models[0].parameters()), max_norm)
+    theirs = torch.nn.utils.clip_grad_norm_(models[1].parameters(), max_norm)
+    assert torch.equal(ours, theirs)
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a.grad, b.grad)
+    if max_norm == 0.05:  # it did clip
+        assert torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in models[0].parameters()])) < ours

@@ -216,6 +216,19 @@ def ppo_loss(dist: Any, value: torch.Tensor, mb: Batch, s: PPOSettings) -> dict[
             "value_loss": value_loss, "entropy": entropy, "approx_kl": approx_kl, "clipfrac": clipfrac}
 
 
+@torch.no_grad()
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``nn.utils.clip_grad_norm_``'s arithmetic (foreach norms, their 2-norm, a scale clamped at 1) on a
+    list of parameters that share a device and dtype, without its per-call grouping and generator walks:
+    a sixth of a small model's minibatch step on a CPU. Returns the total norm before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+    return total
+
+
 def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch, settings: PPOSettings,
                hooks: UpdateHooks | None = None) -> dict[str, float]:
     """Run the A2C or PPO update on ``batch``; return the mean losses and diagnostics.
@@ -239,6 +252,8 @@ def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
     rows: list[torch.Tensor] = []  # per minibatch: METRIC_NAMES, then the loss
     updates = 0
     kl_stop = s.algorithm == "PPO" and s.target_kl is not None
+    params = list(model.parameters())
+    one_kind = len({(p.device, p.dtype) for p in params}) == 1  # else torch's clip, which groups by both
     for _ in range(s.num_epochs):
         order = torch.randperm(n, generator=hooks.generator).to(batch.obs.device) if s.num_minibatches > 1 \
             else torch.arange(n, device=batch.obs.device)
@@ -255,7 +270,8 @@ def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
             loss.backward() if hooks.backward is None else hooks.backward(loss)
             if hooks.reduce_gradients is not None:
                 hooks.reduce_gradients(model)
-            grad_norm = nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm or float("inf"))
+            max_norm = s.max_grad_norm or float("inf")
+            grad_norm = clip_grad_norm(params, max_norm) if one_kind else nn.utils.clip_grad_norm_(params, max_norm)
             rows.append(torch.stack([t.detach().float().reshape(()).to(loss.device) for t in (
                 *(parts[k] for k in METRIC_NAMES[:5]), torch.as_tensor(grad_norm), loss)]))
             if kl_stop:  # the early stop reads this minibatch's KL on the host anyway: check it before the step
