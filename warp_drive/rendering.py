@@ -58,10 +58,17 @@ def _blit_writer_class():
     from PIL import Image
 
     class BlitPillowWriter(PillowWriter):
+        palette = None  # the first frame's adaptive palette, which every later frame reuses
+
         def grab_canvas(self) -> None:
             canvas = self.fig.canvas
             frame = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-            self._frames.append(frame.convert("RGB"))  # RGB quantizes to GIF's palette better than RGBA
+            frame = frame.convert("RGB")  # RGB quantizes to GIF's palette better than RGBA
+            # Quantizing each frame on its own was most of a GIF's cost (Pillow builds a palette per frame
+            # when saving); the frames of one drawing share their colours, so one palette serves them all.
+            if self.palette is None:
+                self.palette = frame.quantize(colors=128, dither=Image.Dither.NONE)
+            self._frames.append(frame.quantize(palette=self.palette, dither=Image.Dither.NONE))
 
     return BlitPillowWriter
 

@@ -47,3 +47,14 @@ def test_pendulum_ddpg_learns_above_minus_400():
         trainer.iterate()
     after = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
     assert before < -900 and after > -400 and after > before + 500, (before, after)
+
+
+@pytest.mark.slow
+def test_the_shipped_cartpole_config_solves_and_stops_itself(tmp_path):
+    """`warp-drive train --config cartpole` (a child process) stops at the solved rule well inside its
+    budget, and its greedy policy scores >= 475 over 100 episodes (benchmarks/learning.py: 5 seeds)."""
+    from benchmarks.learning import run_ours
+
+    result = run_ours(2, tmp_path)
+    assert result["solved"], result
+    assert result["env steps"] < load_config("cartpole").trainer.total_steps

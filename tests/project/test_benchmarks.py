@@ -178,3 +178,23 @@ def test_optimizer_ab_times_both_optimizers_on_the_same_config():
                               "--backend", "cpu"])
     assert [row["optimizer"] for row in rows] == ["warp_drive Adam", "torch.optim.Adam (foreach)"]
     assert all(row["env steps/s (median)"] > 0 for row in rows)
+
+
+def test_learning_benchmark_skips_a_missing_peer_saying_how_to_install_it(tmp_path, capsys):
+    from benchmarks import learning
+
+    rows = learning.main(["--seeds", "1", "--only", "sb3", "--sb3-python", str(tmp_path / "no-python"),
+                          "--out", str(tmp_path)])
+    assert rows == []
+    assert "SB3 skipped" in capsys.readouterr().out and "pip install" in learning.__doc__
+
+
+def test_learning_benchmark_medians_count_only_solved_runs():
+    from benchmarks.learning import summary_row
+
+    runs = [{"solved": True, "env steps": 100, "seconds from launch": 4.0, "greedy": 500.0, "command seconds": 6.0},
+            {"solved": False, "env steps": 999, "seconds from launch": None, "greedy": 100.0, "command seconds": 9.0},
+            {"solved": True, "env steps": 300, "seconds from launch": 8.0, "greedy": 480.0, "command seconds": 7.0}]
+    row = summary_row("x", runs)
+    assert row["solved"] == "2/3" and row["median env steps to solved"] == 200
+    assert row["median seconds from launch to solved"] == 6.0 and row["median command seconds"] == 7.0

@@ -110,8 +110,12 @@ class RunError(RuntimeError):
 # Keys ``--set`` may change when resuming a run (``train --resume``): how long it runs, how often it logs and
 # saves, how many checkpoints it keeps, and where to look for it. Everything else is the run's own
 # (its config.yaml): changing it mid-run would train something other than either config describes.
+# Keys whose default (None) turns a feature off: left out of to_dict() while unset.
+OPT_IN_KEYS = ("trainer.stop_at_return",)
+
 RESUMABLE_KEYS = (
     "trainer.total_steps",
+    "trainer.stop_at_return",
     "saving.metrics_log_freq",
     "saving.model_params_save_freq",
     "saving.keep_checkpoints",
@@ -142,8 +146,15 @@ class RunConfig:
         return config
 
     def to_dict(self) -> dict:
-        """Plain dicts, lists and scalars (YAML-safe); ``from_dict(to_dict())`` gives an equal config."""
-        return dataclasses.asdict(self)
+        """Plain dicts, lists and scalars (YAML-safe); ``from_dict(to_dict())`` gives an equal config.
+        Opt-in keys (``OPT_IN_KEYS``) appear only when set, so a saved config.yaml of a run that does not
+        use them reads as it did before they existed."""
+        data = dataclasses.asdict(self)
+        for dotted in OPT_IN_KEYS:
+            section, key = dotted.split(".")
+            if data[section].get(key) is None:
+                data[section].pop(key, None)
+        return data
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)

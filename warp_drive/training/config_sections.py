@@ -234,6 +234,9 @@ class TrainerConfig:
     # A NaN or inf in a rollout, loss or gradient: "raise" stops the run before
     # the update (nothing is saved); "skip" drops that update with a warning.
     on_nonfinite: str = _f("raise", _str(("raise", "skip"), str.lower))
+    # Stop early once every trained policy's mean return per agent over (at least) its 20 most recent training
+    # episodes reaches this (e.g. CartPole's "solved", 475); None: train for total_steps.
+    stop_at_return: float | None = _f(None, _optional(_float(), "train for total_steps"))
 
     @property
     def train_batch_size(self) -> int:

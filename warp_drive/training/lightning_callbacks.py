@@ -81,8 +81,11 @@ class WarpDriveCallbacks(pl.Callback):
         if module.log_step_metrics is not None:
             loop.local_metrics, logged = module.log_step_metrics
             emit(self._running, "on_log", loop, logged)
-        if due(loop.trainer, loop.config.saving.model_params_save_freq):
+        stopping = loop.stop_requested  # trainer.stop_at_return reached: the fit ends after this batch, saved
+        if stopping or due(loop.trainer, loop.config.saving.model_params_save_freq):
             emit(self._running, "on_checkpoint", loop, checkpoint_state(loop))
+        if stopping:
+            trainer.should_stop = True
 
     def on_train_end(self, trainer, pl_module) -> None:
         self.loop.elapsed = time.perf_counter() - self.loop.started

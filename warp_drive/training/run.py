@@ -50,6 +50,7 @@ from warp_drive.training.callbacks import (
     EvaluationSummary,
     MetricsLogger,
     ProgressBar,
+    StopAtReturn,
     TrainingLoop,
     can_render,
     emit,
@@ -176,10 +177,13 @@ def resumed_config(run_dir: Path, config: RunConfig) -> RunConfig:
         shown = "; ".join(f"{k}: run has {theirs.get(k)!r}, given {mine.get(k)!r}" for k in differ[:5])
         raise ConfigError(f"cannot resume {run_dir} with a different config ({shown}); only "
                           f"{', '.join(RESUMABLE_KEYS)} may change on resume")
-    data = saved.to_dict()
+    data, given = saved.to_dict(), config.to_dict()
     for key in RESUMABLE_KEYS:
         section, leaf = key.split(".")
-        data[section][leaf] = config.to_dict()[section][leaf]
+        if leaf in given[section]:  # an opt-in key left unset is absent (RunConfig.to_dict)
+            data[section][leaf] = given[section][leaf]
+        else:
+            data[section].pop(leaf, None)
     return RunConfig.from_dict(data)
 
 
@@ -204,7 +208,7 @@ def default_callbacks(progress: bool = True, track: bool = False, evaluate: bool
     """The callbacks of ``warp-drive train``: a progress bar (with ``progress``), metrics (CSV, TensorBoard,
     W&B with ``track``), checkpoints and, with ``evaluate``, the GIF and the before/after summary."""
     callbacks: list[Callback] = [ProgressBar()] if progress else []
-    callbacks += [MetricsLogger(track=track), CheckpointSaver()]
+    callbacks += [StopAtReturn(), MetricsLogger(track=track), CheckpointSaver()]
     if evaluate:
         callbacks += [EpisodeRenderer(), EvaluationSummary()]  # the GIF first: the summary names it
     return callbacks
@@ -278,7 +282,7 @@ def _train(config: RunConfig, resume: str | None, dist: Distributed | None, run_
 
 def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
     """The training loop: iterate until ``trainer.total_steps``; everything else is ``callbacks``
-    (see ``callbacks.py`` for when each method runs)."""
+    (see ``callbacks.py`` for when each method runs); a callback may end it early (``loop.stop_requested``)."""
     trainer, dist, saving = loop.trainer, loop.dist, loop.config.saving
     if dist is not None:
         # Equal batch and minibatch sizes mean equal numbers of gradient all-reduces on every rank.
@@ -292,10 +296,13 @@ def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
         while trainer.iteration < trainer.num_iterations:
             metrics = trainer.iterate()
             emit(callbacks, "on_iteration_end", loop, metrics)
-            if due(trainer, saving.metrics_log_freq):
+            last = loop.stop_requested  # an early stop (trainer.stop_at_return): this iteration is the run's last
+            if last or due(trainer, saving.metrics_log_freq):
                 emit(callbacks, "on_log", loop, logged_metrics(loop, metrics))
-            if due(trainer, saving.model_params_save_freq):
+            if last or due(trainer, saving.model_params_save_freq):
                 emit(callbacks, "on_checkpoint", loop, checkpoint_state(loop))
+            if last:
+                break
         loop.elapsed = time.perf_counter() - loop.started
         emit(callbacks, "on_train_end", loop)
     except BaseException as error:

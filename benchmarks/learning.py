@@ -1,0 +1,174 @@
+"""Time to a solved CartPole: ``warp-drive train --config cartpole`` against Stable-Baselines3's PPO, same machine.
+
+    python -m benchmarks.learning [--seeds 5] [--only ours|sb3] [--sb3-python /tmp/sb3-venv/bin/python]
+        [--runs DIR] [--out DIR]
+
+One rule for everyone (the issue's): a run is **solved** at the first moment the
+mean return of its most recent training episodes (20 or more) reaches 475, and
+only if its greedy policy then averages >= 475 over 100 episodes. Reported per
+run: env steps and wall seconds **from the process's launch** (imports, env and
+model construction included) to that moment, the greedy score, and the whole
+command's wall time. Medians over ``--seeds`` seeds (1 .. N).
+
+* **Ours**: each seed is a child ``python -m warp_drive train --config cartpole
+  --set trainer.seed=S`` (the shipped config, which stops itself at 475 through
+  ``trainer.stop_at_return``). The solve moment is the launch -> first iteration
+  time plus the training time the summary prints; the greedy score is
+  ``warp_drive.training.run.evaluate`` of the run's final checkpoint, 100
+  episodes (outside the timed command).
+* **SB3**: ``stable_baselines3.PPO("MlpPolicy", "CartPole-v1", seed=S)`` with its
+  defaults (its CartPole-tuned zoo settings are not used: neither side is tuned
+  per seed), run by the side venv's python (``--sb3-python``). A callback after
+  every rollout checks the rolling rule on its Monitor episodes, then runs the
+  greedy evaluation (not timed: the clock pauses for it) and stops when both
+  hold; 1 M steps at most.
+
+CleanRL's ``ppo.py`` is a script, not an importable library, and is not run
+here (``benchmarks/learning_simple_spread.py`` shows how a peer's script is
+driven from a side venv). Writes ``learning.csv``.
+
+To get SB3 (never a test dependency):
+    python -m venv /tmp/sb3-venv && /tmp/sb3-venv/bin/pip install torch stable-baselines3 gymnasium
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import machine_description, print_table, results_dir_set_to, write_csv
+
+TARGET = 475.0
+ROLLING = 20
+EVAL_EPISODES = 100
+
+# Run by the SB3 side venv's python: argv = seed, output JSON path.
+SB3_DRIVER = r'''
+import json, os, sys, time
+def age():  # seconds since this process was launched (Linux), as warp_drive.launch_clock does
+    fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
+    return float(open("/proc/uptime").read().split()[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+import gymnasium as gym
+import numpy as np
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+seed, out = int(sys.argv[1]), sys.argv[2]
+TARGET, ROLLING, EPISODES = %(target)r, %(rolling)r, %(episodes)r
+class Solved(BaseCallback):
+    """After each rollout: the rolling rule on the Monitor's episodes, then the greedy check (clock paused)."""
+    def __init__(self):
+        super().__init__()
+        self.paused, self.result, self.eval_env = 0.0, None, Monitor(gym.make("CartPole-v1"))
+    def _on_step(self):
+        return self.result is None
+    def _on_rollout_end(self):
+        episodes = [e["r"] for e in self.model.ep_info_buffer][-ROLLING:]
+        if len(episodes) < ROLLING or np.mean(episodes) < TARGET:
+            return
+        at, steps = age() - self.paused, self.model.num_timesteps
+        started = time.perf_counter()
+        score, _ = evaluate_policy(self.model, self.eval_env, n_eval_episodes=EPISODES, deterministic=True)
+        self.paused += time.perf_counter() - started
+        if score >= TARGET:
+            self.result = {"env steps": steps, "seconds from launch": at, "greedy": float(score)}
+solved = Solved()
+model = PPO("MlpPolicy", "CartPole-v1", seed=seed, verbose=0)
+model.learn(total_timesteps=1_000_000, callback=solved)
+json.dump({"solved": solved.result is not None, **(solved.result or {"env steps": model.num_timesteps}),
+           "command seconds": age()}, open(out, "w"))
+'''
+
+
+def run_ours(seed: int, runs: Path) -> dict:
+    """One seed of ``warp-drive train --config cartpole``; its solve moment and the final policy's greedy score."""
+    from warp_drive.training.run import evaluate
+
+    started = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--set",
+                          f"trainer.seed={seed}", f"saving.basedir={runs}", "--run-name", f"seed_{seed}",
+                          "--no-progress"], capture_output=True, text=True)
+    command = time.perf_counter() - started
+    if out.returncode:
+        raise SystemExit(f"warp-drive train (seed {seed}) failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    text = out.stdout
+    stopped = re.search(r"stopping early: after ([\d,]+) env steps", text)
+    trained = re.search(r"in ([\d.]+) s \(", text)
+    startup = re.search(r"first iteration ([\d.]+) s after launch", text)
+    run_dir = Path(re.search(r"run directory: (.+)", text).group(1).strip())
+    greedy = evaluate(str(run_dir), episodes=EVAL_EPISODES, greedy=True)["mean_return"]["shared"]
+    solved = stopped is not None and greedy >= TARGET
+    return {"solved": solved, "env steps": int(stopped.group(1).replace(",", "")) if stopped else None,
+            "seconds from launch": float(startup.group(1)) + float(trained.group(1)) if stopped else None,
+            "greedy": greedy, "command seconds": command}
+
+
+def run_sb3(seed: int, python: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        driver, out = Path(tmp) / "sb3_driver.py", Path(tmp) / "out.json"
+        driver.write_text(SB3_DRIVER % {"target": TARGET, "rolling": ROLLING, "episodes": EVAL_EPISODES})
+        done = subprocess.run([python, str(driver), str(seed), str(out)], capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the SB3 driver (seed {seed}) failed:\n{done.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
+
+def summary_row(name: str, results: list[dict]) -> dict:
+    solved = [r for r in results if r["solved"]]
+    median = (lambda key: statistics.median(r[key] for r in solved) if solved else float("nan"))
+    return {"framework": name, "solved": f"{len(solved)}/{len(results)}",
+            "median seconds from launch to solved": median("seconds from launch"),
+            "median env steps to solved": median("env steps"),
+            "median command seconds": statistics.median(r["command seconds"] for r in results),
+            "greedy scores": " ".join(f"{r['greedy']:.0f}" if r.get("greedy") is not None else "-" for r in results)}
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--only", choices=("ours", "sb3"), default=None)
+    parser.add_argument("--sb3-python", default="/tmp/sb3-venv/bin/python")
+    parser.add_argument("--runs", default=None, help="saving.basedir of our runs (default: a temporary folder)")
+    parser.add_argument("--out", default=None, help="folder for the CSV (default: benchmarks/results/)")
+    args = parser.parse_args(argv)
+    seeds = range(1, args.seeds + 1)
+    rows, per_run = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = Path(args.runs or tmp)
+        if args.only in (None, "ours"):
+            results = []
+            for seed in seeds:
+                results.append(run_ours(seed, runs))
+                per_run.append({"framework": "warp_drive", "seed": seed, **results[-1]})
+                print(per_run[-1], flush=True)
+            rows.append(summary_row("warp_drive (cartpole config)", results))
+    if args.only in (None, "sb3"):
+        if not Path(args.sb3_python).exists():
+            print(f"SB3 skipped: no side venv at {args.sb3_python}. Make one with\n"
+                  "    python -m venv /tmp/sb3-venv && /tmp/sb3-venv/bin/pip install torch stable-baselines3 "
+                  "gymnasium\nor pass --sb3-python.")
+        else:
+            results = []
+            for seed in seeds:
+                results.append(run_sb3(seed, args.sb3_python))
+                per_run.append({"framework": "sb3", "seed": seed, **results[-1]})
+                print(per_run[-1], flush=True)
+            rows.append(summary_row("Stable-Baselines3 PPO (defaults)", results))
+    print_table(f"CartPole to solved (rolling {ROLLING}+ training episodes >= {TARGET:g}, greedy {EVAL_EPISODES} "
+                f"episodes >= {TARGET:g}) on {machine_description()}", rows)
+    with results_dir_set_to(args.out):
+        print(f"\nwrote {write_csv('learning', rows)}")
+        print(f"wrote {write_csv('learning_runs', per_run)}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
