@@ -26,12 +26,11 @@ import sys
 from typing import Sequence
 
 from warp_drive import __version__
-from warp_drive.backends import get_backend
 from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV, scaled_overrides
 from warp_drive.registry import registered_envs
 from warp_drive.training import evaluation
 from warp_drive.training.autoscale import ScaleError, auto_scale
-from warp_drive.training.checkpoint import resolve_run_dir
+from warp_drive.training.run_dirs import resolve_run_dir
 from warp_drive.training.config import (
     BACKENDS,
     CONFIG_DIR,
@@ -315,6 +314,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def check_backend(name: str) -> None:
     """Start the executor now, so a missing PyCUDA or GPU is one error line naming the fix, not a traceback
     from deep inside the trainer."""
+    from warp_drive.backends import get_backend  # deferred: the executors bring torch; only training needs them
+
     try:
         get_backend(name)
     except RuntimeError as exc:  # the backend's message says what is missing and how to get it

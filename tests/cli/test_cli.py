@@ -181,3 +181,12 @@ def test_python_dash_m_warp_drive():
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "cartpole" in result.stdout
+
+
+@pytest.mark.parametrize("command", [["--help"], ["configs"], ["envs"], ["train", "--config", "no_such_config"]])
+def test_commands_that_do_not_train_never_import_torch(command):
+    """--help, configs, envs and a config mistake answer without the executors (and torch's ~2 s import)."""
+    script = ("import sys\nfrom warp_drive.cli import main\ntry:\n    main(%r)\nexcept SystemExit:\n    pass\n"
+              "print('torch' in sys.modules)" % (command,))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr

@@ -10,8 +10,6 @@ arrays live.
 
 from __future__ import annotations
 
-import os
-
 from warp_drive.backends.base import (  # noqa: F401  (re-exported)
     Backend,
     BoundLaunch,
@@ -22,35 +20,11 @@ from warp_drive.backends.base import (  # noqa: F401  (re-exported)
 )
 from warp_drive.backends.cpu import CpuBackend, GpuShapedCpuBackend
 from warp_drive.backends.pycuda_backend import PyCudaBackend  # imports no PyCUDA until one is made
+from warp_drive.backend_names import BACKEND_NAMES, gpu_available, resolve_backend_name  # noqa: F401  (re-exported)
 
-BACKEND_NAMES = ("auto", "cpu", "cpu-gpu", "pycuda")
 _CLASSES: dict[str, type[Backend]] = {"cpu": CpuBackend, "cpu-gpu": GpuShapedCpuBackend, "pycuda": PyCudaBackend}
 
 _instances: dict[str, Backend] = {}
-
-
-def gpu_available() -> bool:
-    """True when PyCUDA imports and torch sees a CUDA device."""
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return False
-        import pycuda.driver  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
-def resolve_backend_name(name: str | None) -> str:
-    """``auto`` (the default, also via ``$WARP_DRIVE_BACKEND``) means ``pycuda``
-    where a GPU and PyCUDA are present, else ``cpu``."""
-    name = (name or os.environ.get("WARP_DRIVE_BACKEND") or "auto").lower()
-    if name not in BACKEND_NAMES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
-    if name == "auto":
-        return "pycuda" if gpu_available() else "cpu"
-    return name
 
 
 def get_backend(backend: "str | Backend | None" = None) -> Backend:

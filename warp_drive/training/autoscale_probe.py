@@ -20,7 +20,7 @@ import traceback
 
 import psutil
 
-from warp_drive.backends import backend_class
+from warp_drive.backend_names import resolve_backend_name
 from warp_drive.training.autoscale_memory import format_bytes
 from warp_drive.training.autoscale_results import Probe, ScaleError
 from warp_drive.training.config import RunConfig, apply_overrides
@@ -146,7 +146,8 @@ def probe_main(request: dict, conn) -> None:
         device = "cpu"
         # Where the executor's arrays live decides what is measured: torch's CUDA
         # allocator, or the process's resident memory (cpu executor, either shape).
-        on_gpu = backend_class(config.trainer.backend).capabilities.memory == "cuda"
+        # (pycuda is the executor whose memory is "cuda"; the name keeps the server's import torch-free)
+        on_gpu = resolve_backend_name(config.trainer.backend) == "pycuda"
         if on_gpu:
             index = torch.cuda.current_device()
             properties = torch.cuda.get_device_properties(index)

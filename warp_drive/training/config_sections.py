@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from warp_drive.backends import BACKEND_NAMES
+from warp_drive.backend_names import BACKEND_NAMES
 from warp_drive.training.config_values import (
     ConfigError,
     _any_str,
