@@ -46,8 +46,9 @@ test: $(VENV)/.installed-dev
 test-fast: $(VENV)/.installed-dev
 	$(VPY) -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile
 
+# One training process has the machine: torch may use every core while the kernels are idle (the update).
 train: setup
-	$(VPY) -m warp_drive train --config tag_continuous_small
+	WARP_DRIVE_TORCH_UPDATE_THREADS=$${WARP_DRIVE_TORCH_UPDATE_THREADS:-$$(nproc)} $(VPY) -m warp_drive train --config tag_continuous_small
 
 docs: $(VENV)/.installed-dev
 	$(VPY) -m sphinx -W --keep-going -b html docs docs/_build/html

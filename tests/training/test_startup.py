@@ -106,3 +106,23 @@ def test_the_launch_clock_counts_from_the_process_start():
     before = seconds_since_launch()
     time.sleep(0.05)
     assert seconds_since_launch() - before >= 0.04
+
+
+@pytest.mark.parametrize("setting, expected", [(None, 1), ("2", 2)])
+def test_update_threads_follow_warp_drive_torch_update_threads(monkeypatch, setting, expected):
+    """On the cpu executor torch keeps one thread, but $WARP_DRIVE_TORCH_UPDATE_THREADS gives the update
+    its own count (restored afterwards)."""
+    from warp_drive.training.config import load_config
+    from warp_drive.training.run import build
+
+    if setting is None:
+        monkeypatch.delenv("WARP_DRIVE_TORCH_UPDATE_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("WARP_DRIVE_TORCH_UPDATE_THREADS", setting)
+    trainer = build(load_config("cartpole", ["trainer.backend=cpu", "trainer.num_envs=4", "trainer.rollout_length=8",
+                                             "trainer.total_steps=64"]))
+    before, seen = torch.get_num_threads(), []
+    learn = trainer.learn
+    monkeypatch.setattr(trainer, "learn", lambda *a: (seen.append(torch.get_num_threads()), learn(*a))[1])
+    trainer.iterate()
+    assert seen == [expected] and torch.get_num_threads() == before
