@@ -1,14 +1,15 @@
 """Time to a solved CartPole: ``warp-drive train --config cartpole`` against Stable-Baselines3's PPO, same machine.
 
-    python -m benchmarks.learning [--seeds 5] [--only ours|sb3] [--sb3-python /tmp/sb3-venv/bin/python]
-        [--runs DIR] [--out DIR]
+    python -m benchmarks.learning [--seeds 5] [--first-seed 1] [--only ours|sb3]
+        [--sb3-python /tmp/sb3-venv/bin/python] [--runs DIR] [--out DIR] [--set KEY=VALUE ...]
 
 One rule for everyone (the issue's): a run is **solved** at the first moment the
 mean return of its most recent training episodes (20 or more) reaches 475, and
 only if its greedy policy then averages >= 475 over 100 episodes. Reported per
 run: env steps and wall seconds **from the process's launch** (imports, env and
 model construction included) to that moment, the greedy score, and the whole
-command's wall time. Medians over ``--seeds`` seeds (1 .. N).
+command's wall time. Medians over ``--seeds`` seeds (1 .. N; ``--first-seed`` moves the range, e.g. to
+check a tuning on seeds it was not tuned on).
 
 * **Ours**: each seed is a child ``python -m warp_drive train --config cartpole
   --set trainer.seed=S`` (the shipped config, which stops itself at 475 through
@@ -88,13 +89,14 @@ json.dump({"solved": solved.result is not None, **(solved.result or {"env steps"
 '''
 
 
-def run_ours(seed: int, runs: Path) -> dict:
-    """One seed of ``warp-drive train --config cartpole``; its solve moment and the final policy's greedy score."""
+def run_ours(seed: int, runs: Path, overrides: list[str] = ()) -> dict:
+    """One seed of ``warp-drive train --config cartpole``; its solve moment and the final policy's greedy score.
+    ``overrides``: more ``--set`` items (tuning experiments; the shipped config has none)."""
     from warp_drive.training.run import evaluate
 
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--set",
-                          f"trainer.seed={seed}", f"saving.basedir={runs}", "--run-name", f"seed_{seed}",
+                          f"trainer.seed={seed}", f"saving.basedir={runs}", *overrides, "--run-name", f"seed_{seed}",
                           "--no-progress"], capture_output=True, text=True)
     command = time.perf_counter() - started
     if out.returncode:
@@ -134,22 +136,26 @@ def summary_row(name: str, results: list[dict]) -> dict:
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=1, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--only", choices=("ours", "sb3"), default=None)
     parser.add_argument("--sb3-python", default="/tmp/sb3-venv/bin/python")
     parser.add_argument("--runs", default=None, help="saving.basedir of our runs (default: a temporary folder)")
     parser.add_argument("--out", default=None, help="folder for the CSV (default: benchmarks/results/)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides for our runs, as the CLI's --set (to try a tuning; labelled in the table)")
     args = parser.parse_args(argv)
-    seeds = range(1, args.seeds + 1)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     rows, per_run = [], []
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(args.runs or tmp)
         if args.only in (None, "ours"):
             results = []
             for seed in seeds:
-                results.append(run_ours(seed, runs))
+                results.append(run_ours(seed, runs, args.set))
                 per_run.append({"framework": "warp_drive", "seed": seed, **results[-1]})
                 print(per_run[-1], flush=True)
-            rows.append(summary_row("warp_drive (cartpole config)", results))
+            label = "cartpole config" + (f" with {' '.join(args.set)}" if args.set else "")
+            rows.append(summary_row(f"warp_drive ({label})", results))
     if args.only in (None, "sb3"):
         if not Path(args.sb3_python).exists():
             print(f"SB3 skipped: no side venv at {args.sb3_python}. Make one with\n"

@@ -171,3 +171,26 @@ def test_cli_no_evaluate_reaches_train(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "train", lambda config, **kwargs: seen.update(kwargs) or tmp_path)
     assert main(["train", "--config", "cartpole", "--backend", "cpu", "--no-evaluate", "--no-progress"]) == 0
     assert seen["evaluate"] is False
+
+
+def test_the_end_of_a_run_plays_one_episode_for_the_gif_and_the_summary(tmp_path, capsys, monkeypatch):
+    """The GIF's episode is the summary's "after training" episode: one set of episodes is played at the end,
+    not two (each a full 500-step CartPole episode per env), and the summary prints that episode's returns."""
+    from warp_drive.training.rollout import OnDeviceTrainer
+
+    played = []
+    real = OnDeviceTrainer.run_episodes
+
+    def counted(self, *args, **kwargs):
+        played.append(kwargs.get("record", ()))
+        result = real(self, *args, **kwargs)
+        played[-1] = (played[-1], result["mean_return"]["shared"])
+        return result
+
+    monkeypatch.setattr(OnDeviceTrainer, "run_episodes", counted)
+    run_dir = train(cartpole(tmp_path), progress=False)
+    assert (run_dir / "episode.gif").is_file()
+    assert len(played) == 2  # before training, and once at the end (recording the GIF's frames)
+    assert played[1][0] != ()
+    after = re.search(r"shared\s+yes\s+[\d.]+\s+([\d.]+)", capsys.readouterr().out).group(1)
+    assert float(after) == pytest.approx(played[1][1], abs=0.01)

@@ -546,6 +546,40 @@ class TestRender:
         with Image.open(out) as im:
             assert im.n_frames == T + 1
 
+    def test_polylines_episode_gif_draws_each_part_where_it_is(self, tmp_path):
+        from PIL import Image
+
+        from warp_drive.rendering import POLYLINE_COLORS, render_polylines_episode
+
+        # A vertical bar that moves right one unit a step, over a 0..10 x 0..10 view; 31 steps, 10 frames at most.
+        def draw(t):
+            return [([t / 3, t / 3], [2.0, 8.0])]
+
+        out = render_polylines_episode(tmp_path / "p.gif", 31, draw, (0, 10, 0, 10), background=[([0, 10], [1, 1])],
+                                       max_frames=10)
+        red, green, blue = bytes.fromhex(POLYLINE_COLORS[0][1:])
+        with Image.open(out) as im:
+            assert im.n_frames == 9  # every 4th step (0, 4, ..., 28), and the last (30)
+            columns = []
+            for index in (0, im.n_frames - 1):
+                im.seek(index)
+                rgb = np.asarray(im.convert("RGB")).astype(int)
+                hit = (rgb == [red, green, blue]).all(axis=2)
+                columns.append(np.flatnonzero(hit.any(axis=0)).mean())
+                rows = np.flatnonzero(hit.any(axis=1))
+                assert rows.max() - rows.min() > 0.5 * rgb.shape[0] * 6 / 10 * 0.8  # the bar spans y 2..8
+            width = rgb.shape[1]
+            assert columns[0] < 0.1 * width and columns[1] > 0.9 * width  # from x = 0 to x = 10
+
+    def test_polylines_episode_gif_refuses_a_drawing_that_changes_its_parts(self, tmp_path):
+        from warp_drive.rendering import render_polylines_episode
+
+        with pytest.raises(ValueError, match=r"draw\(1\) returned 2 polylines, draw\(0\) 1"):
+            render_polylines_episode(tmp_path / "p.gif", 3, lambda t: [([0, 1], [0, 1])] * (1 + (t > 0)), (0, 1, 0, 1))
+        with pytest.raises(ValueError, match="limits"):
+            render_polylines_episode(tmp_path / "p.gif", 3, lambda t: [([0, 1], [0, 1])], (0, 0, 0, 1))
+        assert not (tmp_path / "p.gif").exists()
+
     def test_bad_inputs(self, tmp_path):
         from warp_drive.rendering import render_gridworld_episode, render_tag_episode
 

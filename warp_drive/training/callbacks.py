@@ -78,6 +78,9 @@ class TrainingLoop:
     stop_requested: bool = False  # a callback asks the loop to end after this iteration (logs and saves first)
     local_metrics: dict[str, float] = field(default_factory=dict)  # this rank's, before aggregation
     artifacts: dict[str, Path] = field(default_factory=dict)  # files callbacks made (e.g. "gif")
+    # An episode of every env with the final policies (``Trainer.run_episodes``), played once at the end by the
+    # first callback that needs it: the GIF draws its env 0, the summary averages its returns.
+    final_episodes: dict[str, Any] | None = None
 
     @property
     def rank(self) -> int:
@@ -211,14 +214,14 @@ class EvaluationSummary(Callback):
             self.before = self._mean_returns(loop)
 
     def on_train_end(self, loop: TrainingLoop) -> None:
-        after = self._mean_returns(loop)
+        after = self._mean_returns(loop, loop.final_episodes)
         if loop.is_main:
             print(summary(loop.config, loop.trainer, loop.elapsed, self.before, after, loop.artifacts.get("gif"),
                           loop.world_size, start_steps=loop.start_steps, startup=loop.first_iteration_after))
 
     @staticmethod
-    def _mean_returns(loop: TrainingLoop) -> dict[str, float]:
-        returns = loop.trainer.run_episodes(greedy=False)["mean_return"]
+    def _mean_returns(loop: TrainingLoop, played: dict[str, Any] | None = None) -> dict[str, float]:
+        returns = (played or loop.trainer.run_episodes(greedy=False))["mean_return"]
         return returns if loop.dist is None else loop.dist.mean_dict(returns)
 
 
@@ -278,7 +281,9 @@ class EpisodeRenderer(Callback):
 
     def on_train_end(self, loop: TrainingLoop) -> None:
         if loop.is_main and can_render(loop.trainer):
-            loop.artifacts["gif"] = render_episode(loop.trainer, loop.run_dir / self.filename)
+            env = loop.trainer.env.env
+            loop.final_episodes = loop.trainer.run_episodes(greedy=False, record=tuple(env.render_arrays))
+            loop.artifacts["gif"] = Path(env.render(loop.final_episodes["frames"], loop.run_dir / self.filename))
 
 
 # ---------------------------------------------------------------- what the callbacks above print and draw

@@ -1,21 +1,25 @@
-"""Adam for the trainers: torch's Adam arithmetic, one ``foreach`` step, and no ``torch._dynamo`` import.
+"""Adam for the trainers: torch's fused Adam step, and no ``torch._dynamo`` import.
 
 Why not ``torch.optim.Adam``: its constructor, ``step`` and ``zero_grad``
 import ``torch._dynamo`` (their ``torch._disable_dynamo`` /
 ``_use_grad_for_differentiable`` wrappers do it on first use), which costs
 1.5-2 s of every run's start-up on a CPU -- most of a short run's launch ->
 first iteration. And on a CPU it steps one parameter at a time unless asked
-for ``foreach``.
+for ``foreach`` or ``fused``.
 
 :class:`Adam` is a ``torch.optim.Optimizer`` (Lightning, LR schedulers and
 checkpoints see an ordinary optimizer, with Adam's state keys ``step``,
 ``exp_avg``, ``exp_avg_sq``, so state dicts move between it and
-``torch.optim.Adam``). Its step is the same sequence of ``torch._foreach_*``
-operations as ``torch.optim.Adam(foreach=True)`` without weight decay, AMSGrad
-or ``maximize``, so the two agree bit for bit (tested). Only the
-``_disable_dynamo`` wrapper is skipped, which matters only when
-``torch.compile`` traces a function that calls the optimizer: the trainers
-never do.
+``torch.optim.Adam``). Its step is ``torch.optim.Adam(fused=True)``'s: the
+step counters advanced by one ``foreach`` add, then one ``torch._fused_adam_``
+call over every parameter -- on a CPU 48 us for a 64x64 actor-critic's 12
+tensors against 275 us for the ``foreach`` sequence, a sixth of a CartPole
+PPO minibatch step. The two agree bit for bit (tested, on a GPU too); for a
+device without a fused kernel it falls back to ``torch.optim.Adam(foreach=True)``'s
+operation sequence, also bit for bit. No weight decay, AMSGrad or
+``maximize``. Only the ``_disable_dynamo`` wrapper is skipped, which matters
+only when ``torch.compile`` traces a function that calls the optimizer: the
+trainers never do.
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ def _undecorated(method):
 
 
 # torch.optim.Adam's other keys, at the values this step implements: a state dict of either class loads into the other.
-TORCH_ADAM_KEYS = {"weight_decay": 0.0, "amsgrad": False, "maximize": False, "foreach": True, "capturable": False,
-                   "differentiable": False, "fused": None, "decoupled_weight_decay": False}
+TORCH_ADAM_KEYS = {"weight_decay": 0.0, "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+                   "differentiable": False, "fused": True, "decoupled_weight_decay": False}
+FUSED_DEVICES = ("cpu", "cuda")  # where torch has a _fused_adam_ kernel (floating-point parameters)
 
 
 class Adam(Optimizer):
@@ -67,19 +72,43 @@ class Adam(Optimizer):
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
-            if any(p.grad.is_sparse for p in params):
+            grads = [p.grad for p in params]
+            kinds = {(p.device, p.dtype, g.is_sparse) for p, g in zip(params, grads)}
+            if any(sparse for _, _, sparse in kinds):
                 raise RuntimeError("Adam: sparse gradients are not supported")
             unsupported = {k: group[k] for k in ("weight_decay", "amsgrad", "maximize") if group.get(k, False)}
             if unsupported:  # e.g. a torch.optim.Adam state dict with weight decay, loaded into this one
                 raise ValueError(f"Adam: this optimizer implements none of {unsupported}; use torch.optim.Adam")
+            (device, dtype, _), *others = kinds
+            fused = not others and device.type in FUSED_DEVICES and dtype.is_floating_point
             states = [self.state[p] for p in params]
-            for p, state in zip(params, states):
-                if not state:  # as torch's Adam: a float32 step counter on the host, zeroed moments
-                    state["step"] = torch.tensor(0.0, dtype=torch.float32)
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            self._foreach_step(params, [p.grad for p in params], states, group)
+            if not all(states) or (fused and states[0]["step"].device != device):
+                self._init_states(params, states, device if fused else torch.device("cpu"))
+            step = self._fused_step if fused else self._foreach_step
+            step(params, grads, states, group)
         return loss
+
+    @staticmethod
+    def _init_states(params, states, step_device: torch.device) -> None:
+        """As torch's Adam: a float32 step counter (on the device for the fused step), zeroed moments; a
+        counter saved elsewhere (a foreach-era checkpoint's, on the host) moves to ``step_device``."""
+        for p, state in zip(params, states):
+            if not state:
+                state["step"] = torch.tensor(0.0, dtype=torch.float32, device=step_device)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            elif state["step"].device != step_device:
+                state["step"] = state["step"].to(step_device)
+
+    @staticmethod
+    def _fused_step(params, grads, states, group) -> None:
+        """torch.optim.adam._fused_adam's path for one device and dtype, float learning rate, no grad scaler."""
+        beta1, beta2 = group["betas"]
+        steps = [s["step"] for s in states]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], [],
+                           steps, lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=0.0, eps=group["eps"],
+                           amsgrad=False, maximize=False)
 
     @staticmethod
     def _foreach_step(params, grads, states, group) -> None:
