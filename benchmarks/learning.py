@@ -12,11 +12,13 @@ command's wall time. Medians over ``--seeds`` seeds (1 .. N; ``--first-seed`` mo
 check a tuning on seeds it was not tuned on).
 
 * **Ours**: each seed is a child ``python -m warp_drive train --config cartpole
-  --set trainer.seed=S`` (the shipped config, which stops itself at 475 through
-  ``trainer.stop_at_return``). The solve moment is the launch -> first iteration
+  --set trainer.seed=S`` (the shipped config, which stops itself once its
+  training episodes reach 475 and a greedy evaluation of 100 episodes on envs of
+  its own agrees: ``trainer.stop_at_return``, ``trainer.stop_eval_episodes``; that
+  evaluation is on the clock). The solve moment is the launch -> first iteration
   time plus the training time the summary prints; the greedy score is
   ``warp_drive.training.run.evaluate`` of the run's final checkpoint, 100
-  episodes (outside the timed command).
+  episodes on the run's own seed (outside the timed command).
 * **SB3**: ``stable_baselines3.PPO("MlpPolicy", "CartPole-v1", seed=S)`` with its
   defaults (its CartPole-tuned zoo settings are not used: neither side is tuned
   per seed), run by the side venv's python (``--sb3-python``). A callback after

@@ -65,3 +65,41 @@ def test_a_lightning_fit_with_warp_drive_callbacks_stops_there_too(tmp_path):
     trainer.fit(module, datamodule=RolloutDataModule(module))
     assert 1 <= module.warp_trainer.iteration < config.trainer.num_iterations
     assert load_checkpoint(tmp_path / "run")["iteration"] == module.warp_trainer.iteration
+
+
+def test_a_greedy_evaluation_that_agrees_stops_the_run_where_the_training_episodes_do(tmp_path, capsys):
+    # An untrained CartPole policy acts better greedily (~57 steps) than sampled (~22): both reach 40 together.
+    _, _, plain = _run(tmp_path / "plain", "trainer.stop_at_return=40", "saving.metrics_log_freq=1")
+    _, _, checked = _run(tmp_path / "checked", "trainer.stop_at_return=40", "saving.metrics_log_freq=1",
+                         "trainer.stop_eval_episodes=50")
+    assert "and a greedy evaluation of 50 episodes too" in capsys.readouterr().out
+    assert [row["global_step"] for row in checked] == [row["global_step"] for row in plain]
+
+
+def test_a_greedy_evaluation_that_disagrees_holds_the_stop_back_and_leaves_the_training_alone(tmp_path, capsys):
+    """A DummyEnv policy that does not learn (lr 1e-12) scores about -27 sampled, -38 greedy: the training episodes
+    reach -30 at once, the evaluation never does. The run trains its whole budget, evaluating again only
+    after 20 new training episodes, and its iterations are the run without the check's, metric for metric
+    (the evaluation plays on envs of its own, with random streams of its own)."""
+    def dummy(path, *extra):
+        config = load_config("dummy_env", ["trainer.backend=cpu", "trainer.num_envs=16", "trainer.total_steps=6400",
+                                           "policy.shared.lr=1e-12", "saving.metrics_log_freq=1",
+                                           "saving.model_params_save_freq=100", f"saving.basedir={path}", *extra])
+        with (train(config, progress=False, evaluate=False) / "metrics.csv").open(newline="") as handle:
+            return config, list(csv.DictReader(handle))
+
+    _, plain = dummy(tmp_path / "plain")  # no target: the whole budget
+    config, checked = dummy(tmp_path / "checked", "trainer.stop_at_return=-30", "trainer.stop_eval_episodes=50")
+    out = capsys.readouterr().out
+    held = out.count("a greedy evaluation of 50 episodes gave shared")
+    assert "stopping early" not in out and len(checked) == len(plain) == config.trainer.num_iterations
+    assert 2 <= held <= config.trainer.num_iterations // 2  # not every iteration: 20 new episodes each time
+    keys = ["global_step", "charts/episodic_return/shared", "losses/policy_loss/shared", "losses/entropy/shared"]
+    assert [[row[k] for k in keys] for row in checked] == [[row[k] for k in keys] for row in plain]
+
+
+def test_stop_eval_episodes_needs_a_target():
+    with pytest.raises(ConfigError, match="stop_eval_episodes: an evaluation before stopping needs a target"):
+        load_config("cartpole", ["trainer.stop_at_return=null", "trainer.stop_eval_episodes=10"])
+    with pytest.raises(ConfigError, match="stop_eval_episodes"):
+        load_config("cartpole", ["trainer.stop_eval_episodes=0"])

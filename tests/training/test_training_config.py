@@ -571,16 +571,19 @@ def test_cartpole_config_is_the_one_its_comments_describe():
     (benchmarks/learning.py measures what it reaches)."""
     config = load_config("cartpole")
     policy = config.policy["shared"]
-    assert config.trainer.stop_at_return == 475 and config.trainer.total_steps == 150_000
-    assert policy.lr == {"type": "linear", "start": 2e-3, "end": 0.0}
-    assert (policy.num_epochs, policy.num_minibatches, policy.clip_param, policy.entropy_coef) == (8, 4, 0.2, 0.0)
+    assert config.trainer.stop_at_return == 475 and config.trainer.stop_eval_episodes == 100
+    assert config.trainer.total_steps == 150_000
+    assert policy.lr == {"type": "linear", "start": 4e-3, "end": 0.0}
+    assert (policy.num_epochs, policy.num_minibatches, policy.clip_param, policy.entropy_coef) == (4, 4, 0.2, 0.0)
     assert config.trainer.num_envs * config.trainer.rollout_length // policy.num_minibatches == 256
     assert policy.model.fc_dims == [64, 64] and policy.model.activation == "tanh"
 
 
 def test_an_unset_opt_in_key_is_left_out_of_a_saved_config():
-    assert "stop_at_return" not in load_config("tag_continuous_small").to_dict()["trainer"]
+    for key in ("stop_at_return", "stop_eval_episodes"):
+        assert key not in load_config("tag_continuous_small").to_dict()["trainer"]
     assert load_config("cartpole").to_dict()["trainer"]["stop_at_return"] == 475
+    assert load_config("cartpole").to_dict()["trainer"]["stop_eval_episodes"] == 100
 
 
 # --------------------------------------------------------------------------- env checks

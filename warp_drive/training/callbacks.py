@@ -34,7 +34,6 @@ checks ``loop.is_main``. The methods, in order:
 from __future__ import annotations
 
 import importlib
-from collections import deque
 import logging
 import time
 from dataclasses import dataclass, field
@@ -223,53 +222,6 @@ class EvaluationSummary(Callback):
     def _mean_returns(loop: TrainingLoop, played: dict[str, Any] | None = None) -> dict[str, float]:
         returns = (played or loop.trainer.run_episodes(greedy=False))["mean_return"]
         return returns if loop.dist is None else loop.dist.mean_dict(returns)
-
-
-class StopAtReturn(Callback):
-    """``trainer.stop_at_return``: end the run once every trained policy's mean return per agent over its
-    most recent training episodes -- the fewest whole iterations' worth holding at least
-    ``ROLLING_EPISODES`` of them -- reaches the target (the run then logs and saves as at its last
-    iteration). It reads the episode tallies every iteration: one host read per iteration on a GPU, so
-    only when asked for. In a distributed run every rank follows the main rank's decision."""
-
-    ROLLING_EPISODES = 20
-
-    def __init__(self) -> None:
-        self.windows: dict[str, deque] = {}
-        self.seen: dict[str, tuple[float, float]] = {}  # (return sum, episodes) read since the last log
-
-    def on_iteration_end(self, loop: TrainingLoop, metrics: dict[str, float]) -> None:
-        target = loop.config.trainer.stop_at_return
-        if target is None:
-            return
-        tallies = loop.trainer.episode_metrics(reset=False)  # since the last log step (which zeroes them)
-        reached = []
-        for tag, p in loop.trainer.policies.items():
-            if not loop.config.policy[tag].to_train:
-                continue
-            count = tallies[f"charts/episodes/{tag}"]
-            total = tallies[f"charts/episodic_return/{tag}"] * count if count else 0.0
-            seen_total, seen_count = self.seen.get(tag, (0.0, 0.0))
-            self.seen[tag] = (total, count)
-            window = self.windows.setdefault(tag, deque())
-            if count > seen_count:
-                window.append((total - seen_total, count - seen_count))
-            while len(window) > 1 and sum(n for _, n in list(window)[1:]) >= self.ROLLING_EPISODES:
-                window.popleft()
-            episodes = sum(n for _, n in window)
-            reached.append(episodes >= self.ROLLING_EPISODES and sum(r for r, _ in window) / episodes >= target)
-        stop = bool(reached) and all(reached)
-        if loop.dist is not None:
-            stop = bool(loop.dist.broadcast_object(stop))
-        if stop and not loop.stop_requested:
-            loop.stop_requested = True
-            if loop.is_main:
-                print(f"stopping early: after {loop.global_step:,} env steps every trained policy's mean return "
-                      f"over its last {self.ROLLING_EPISODES}+ training episodes is >= {target} "
-                      f"(trainer.stop_at_return)", flush=True)
-
-    def on_log(self, loop: TrainingLoop, metrics: dict[str, float]) -> None:
-        self.seen = {}  # the log step zeroed the tallies
 
 
 class EpisodeRenderer(Callback):

@@ -111,11 +111,12 @@ class RunError(RuntimeError):
 # saves, how many checkpoints it keeps, and where to look for it. Everything else is the run's own
 # (its config.yaml): changing it mid-run would train something other than either config describes.
 # Keys whose default (None) turns a feature off: left out of to_dict() while unset.
-OPT_IN_KEYS = ("trainer.stop_at_return",)
+OPT_IN_KEYS = ("trainer.stop_at_return", "trainer.stop_eval_episodes")
 
 RESUMABLE_KEYS = (
     "trainer.total_steps",
     "trainer.stop_at_return",
+    "trainer.stop_eval_episodes",
     "saving.metrics_log_freq",
     "saving.model_params_save_freq",
     "saving.keep_checkpoints",

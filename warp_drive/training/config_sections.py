@@ -237,6 +237,9 @@ class TrainerConfig:
     # Stop early once every trained policy's mean return per agent over (at least) its 20 most recent training
     # episodes reaches this (e.g. CartPole's "solved", 475); None: train for total_steps.
     stop_at_return: float | None = _f(None, _optional(_float(), "train for total_steps"))
+    # With stop_at_return: stop only once a greedy evaluation of this many episodes (envs of their own, seeded
+    # apart) also averages the target; None: the training episodes decide alone (training/stop_at_return.py).
+    stop_eval_episodes: int | None = _f(None, _optional(_int(minimum=1), "no evaluation before stopping"))
 
     @property
     def train_batch_size(self) -> int:
@@ -249,6 +252,9 @@ class TrainerConfig:
 
     @staticmethod
     def _check(built: dict, raw: Mapping, path: str, errors: list[str]) -> None:
+        if built.get("stop_eval_episodes") is not None and built.get("stop_at_return", None) is None:
+            errors.append(f"{path}.stop_eval_episodes: an evaluation before stopping needs a target; set "
+                          f"{path}.stop_at_return too, or turn both off ({path}.stop_eval_episodes=null)")
         if not all(k in built for k in ("num_envs", "rollout_length", "total_steps")):
             return  # a bad size was reported already
         batch = built["num_envs"] * built["rollout_length"]

@@ -21,6 +21,7 @@ import os
 import time
 import warnings
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -114,11 +115,8 @@ class OnDeviceTrainer:
     # ------------------------------------------------------------------ the iteration
     def update(self, optimizers: Any = None, backward: Callable[[torch.Tensor], None] | None = None) -> dict:
         """The algorithm's update on the last rollout (:meth:`learn`), timed as the phase ``update``.
-
-        ``optimizers`` (policy tag -> optimizer) and ``backward`` (replaces
-        ``loss.backward()``) let the Lightning module run the same update
-        through its wrapped optimizers and ``manual_backward``.
-        """
+        ``optimizers`` (tag -> optimizer) and ``backward`` (replaces ``loss.backward()``) let the Lightning
+        module run the same update through its wrapped optimizers and ``manual_backward``."""
         with self.timed("update"), self.torch_threads_for_update():
             return self.learn(optimizers, backward)
 
@@ -373,6 +371,21 @@ class OnDeviceTrainer:
             "steps": steps.cpu().numpy(),
             "frames": {name: np.stack(v) for name, v in frames.items()},
         }
+
+    def evaluation_twin(self, num_envs: int, seed: int) -> "OnDeviceTrainer":
+        """A trainer of this class on ``num_envs`` envs of its own, seeded ``seed``, acting with this trainer's
+        models (the same modules): evaluation episodes mid-run that leave the training envs, tallies and
+        random streams as they were (building it reseeds torch: the global state is put back)."""
+        config = replace(self.config, trainer=replace(self.config.trainer, num_envs=int(num_envs), seed=int(seed),
+                         total_steps=max(self.config.trainer.total_steps, int(num_envs) * self.rollout_length)))
+        devices = [self.device] if torch.device(self.device).type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            env = EnvWrapper(config.env.name, int(num_envs), backend=self.env.backend.name, seed=int(seed),
+                             env_config=dict(config.env.config))
+            twin = type(self)(env, config, policy_agents=self.policy_agents)
+        for tag, p in twin.policies.items():
+            p.model = self.policies[tag].model
+        return twin
 
     def _env_row(self, name: str, env_id: int) -> np.ndarray:
         """Env ``env_id``'s slice of array ``name``, on the host (one row copied, not the whole array)."""

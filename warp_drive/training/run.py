@@ -50,7 +50,6 @@ from warp_drive.training.callbacks import (
     EvaluationSummary,
     MetricsLogger,
     ProgressBar,
-    StopAtReturn,
     TrainingLoop,
     can_render,
     emit,
@@ -71,6 +70,7 @@ from warp_drive.training.distributed import Distributed
 from warp_drive.training.loggers import check_wandb, wandb_enabled
 from warp_drive.wrapper import EnvWrapper
 from warp_drive.training.rollout import OnDeviceTrainer
+from warp_drive.training.stop_at_return import StopAtReturn
 
 log = logging.getLogger("warp_drive")
 
