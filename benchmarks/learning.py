@@ -1,7 +1,8 @@
 """Time to a solved CartPole: ``warp-drive train --config cartpole`` against Stable-Baselines3's PPO, same machine.
 
-    python -m benchmarks.learning [--seeds 5] [--first-seed 1] [--only ours|sb3]
-        [--sb3-python /tmp/sb3-venv/bin/python] [--runs DIR] [--out DIR] [--set KEY=VALUE ...]
+    python -m benchmarks.learning [--seeds 5] [--first-seed 1] [--only ours|sb3|cleanrl]
+        [--sb3-python /tmp/sb3-venv/bin/python] [--cleanrl-python /tmp/cleanrl-venv/bin/python]
+        [--cleanrl-ppo /tmp/cleanrl/cleanrl/ppo.py] [--runs DIR] [--out DIR] [--set KEY=VALUE ...]
 
 One rule for everyone (the issue's): a run is **solved** at the first moment the
 mean return of its most recent training episodes (20 or more) reaches 475, and
@@ -26,12 +27,18 @@ check a tuning on seeds it was not tuned on).
   greedy evaluation (not timed: the clock pauses for it) and stops when both
   hold; 1 M steps at most.
 
-CleanRL's ``ppo.py`` is a script, not an importable library, and is not run
-here (``benchmarks/learning_simple_spread.py`` shows how a peer's script is
-driven from a side venv). Writes ``learning.csv``.
+* **CleanRL**: its ``ppo.py`` (``--cleanrl-ppo``, a checkout's ``cleanrl/ppo.py``)
+  as written, with its defaults (``--seed S --total-timesteps 1000000 --no-cuda``),
+  by the side venv's python (``--cleanrl-python``). A script, not a library: the
+  driver (``CLEANRL_DRIVER``) watches the episode returns it prints and plays the
+  same greedy check with its live actor weights, clock paused, at most once per
+  512 env steps (its rollout), and ends the script once both hold.
 
-To get SB3 (never a test dependency):
-    python -m venv /tmp/sb3-venv && /tmp/sb3-venv/bin/pip install torch stable-baselines3 gymnasium
+Writes ``learning.csv`` and ``learning_runs.csv``. The peers are never test
+dependencies; a peer whose venv (or script) is missing is skipped with a message:
+    python -m venv /tmp/sb3-venv && /tmp/sb3-venv/bin/pip install torch==2.13.0 stable-baselines3 gymnasium
+    git clone https://github.com/vwxyzjn/cleanrl /tmp/cleanrl && python -m venv /tmp/cleanrl-venv &&
+        /tmp/cleanrl-venv/bin/pip install torch==2.13.0 gymnasium==0.29.1 tyro tensorboard "numpy<2"
 """
 
 from __future__ import annotations
@@ -91,6 +98,74 @@ json.dump({"solved": solved.result is not None, **(solved.result or {"env steps"
 '''
 
 
+# Run by the CleanRL side venv's python: argv = path of CleanRL's ppo.py, seed, output JSON path. ppo.py is a
+# script, so it runs as written (runpy, its own defaults, CPU); the driver only watches: print() sees each
+# "global_step=..., episodic_return=..." line the script prints, applies the rolling rule, and -- at most once
+# per 512 env steps, its rollout size -- plays the greedy check with the live actor weights (CleanRL's Agent
+# holds its critic's three layers, then its actor's: the optimizer's parameters 6..11), clock paused.
+CLEANRL_DRIVER = r"""
+import builtins, json, os, re, runpy, sys, time
+def age():
+    fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
+    return float(open("/proc/uptime").read().split()[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+import gymnasium as gym
+import numpy as np
+import torch
+path, seed, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+TARGET, ROLLING, EPISODES = %(target)r, %(rolling)r, %(episodes)r
+params, returns = [], []
+state = {"paused": 0.0, "checked": -10 ** 9, "result": None, "steps": 0}
+class Solved(Exception):
+    pass
+class WatchedAdam(torch.optim.Adam):
+    def __init__(self, parameters, *args, **kwargs):
+        parameters = list(parameters)
+        params.extend(parameters)
+        super().__init__(parameters, *args, **kwargs)
+torch.optim.Adam = WatchedAdam
+def greedy_score():
+    w = [p.detach() for p in params[6:12]]
+    env, scores = gym.make("CartPole-v1"), []
+    for episode in range(EPISODES):
+        obs, _ = env.reset(seed=10_000 + episode)
+        total, done = 0.0, False
+        while not done:
+            with torch.no_grad():
+                h = torch.tanh(w[0] @ torch.as_tensor(obs, dtype=torch.float32) + w[1])
+                h = torch.tanh(w[2] @ h + w[3])
+                action = int((w[4] @ h + w[5]).argmax())
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, done = total + float(reward), terminated or truncated
+        scores.append(total)
+    return float(np.mean(scores))
+real_print = builtins.print
+def watching_print(*args, **kwargs):
+    real_print(*args, **kwargs)
+    line = re.match(r"global_step=(\d+), episodic_return=\[?([-\d.e+]+)", " ".join(map(str, args)))
+    if line is None:
+        return
+    step = state["steps"] = int(line.group(1))
+    returns.append(float(line.group(2)))
+    if len(returns) < ROLLING or np.mean(returns[-ROLLING:]) < TARGET or step - state["checked"] < 512:
+        return
+    assert len(params) == 12, "not CleanRL's ppo.py Agent (critic, then actor: 3 layers each)"
+    state["checked"], at, started = step, age() - state["paused"], time.perf_counter()
+    score = greedy_score()
+    state["paused"] += time.perf_counter() - started
+    if score >= TARGET:
+        state["result"] = {"env steps": step, "seconds from launch": at, "greedy": score}
+        raise Solved
+builtins.print = watching_print
+sys.argv = [path, "--seed", str(seed), "--total-timesteps", "1000000", "--no-cuda"]
+try:
+    runpy.run_path(path, run_name="__main__")
+except Solved:
+    pass
+json.dump({"solved": state["result"] is not None, **(state["result"] or {"env steps": state["steps"]}),
+           "command seconds": age()}, open(out, "w"))
+"""
+
+
 def run_ours(seed: int, runs: Path, overrides: list[str] = ()) -> dict:
     """One seed of ``warp-drive train --config cartpole``; its solve moment and the final policy's greedy score.
     ``overrides``: more ``--set`` items (tuning experiments; the shipped config has none)."""
@@ -125,6 +200,17 @@ def run_sb3(seed: int, python: str) -> dict:
         return json.loads(out.read_text())
 
 
+def run_cleanrl(seed: int, python: str, ppo: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:  # also its cwd: ppo.py writes runs/ (TensorBoard) there
+        driver, out = Path(tmp) / "cleanrl_driver.py", Path(tmp) / "out.json"
+        driver.write_text(CLEANRL_DRIVER % {"target": TARGET, "rolling": ROLLING, "episodes": EVAL_EPISODES})
+        done = subprocess.run([python, str(driver), str(Path(ppo).resolve()), str(seed), str(out)], cwd=tmp,
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise SystemExit(f"the CleanRL driver (seed {seed}) failed:\n{done.stderr[-2000:]}")
+        return json.loads(out.read_text())
+
+
 def summary_row(name: str, results: list[dict]) -> dict:
     solved = [r for r in results if r["solved"]]
     median = (lambda key: statistics.median(r[key] for r in solved) if solved else float("nan"))
@@ -139,8 +225,10 @@ def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=1, help="seeds first-seed .. first-seed + seeds - 1")
-    parser.add_argument("--only", choices=("ours", "sb3"), default=None)
+    parser.add_argument("--only", choices=("ours", "sb3", "cleanrl"), default=None)
     parser.add_argument("--sb3-python", default="/tmp/sb3-venv/bin/python")
+    parser.add_argument("--cleanrl-python", default="/tmp/cleanrl-venv/bin/python")
+    parser.add_argument("--cleanrl-ppo", default="/tmp/cleanrl/cleanrl/ppo.py", help="CleanRL's ppo.py")
     parser.add_argument("--runs", default=None, help="saving.basedir of our runs (default: a temporary folder)")
     parser.add_argument("--out", default=None, help="folder for the CSV (default: benchmarks/results/)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -170,6 +258,20 @@ def main(argv=None) -> list[dict]:
                 per_run.append({"framework": "sb3", "seed": seed, **results[-1]})
                 print(per_run[-1], flush=True)
             rows.append(summary_row("Stable-Baselines3 PPO (defaults)", results))
+    if args.only in (None, "cleanrl"):
+        missing = [path for path in (args.cleanrl_python, args.cleanrl_ppo) if not Path(path).exists()]
+        if missing:
+            print(f"CleanRL skipped: {' and '.join(missing)} not found. Get them with\n"
+                  "    git clone https://github.com/vwxyzjn/cleanrl /tmp/cleanrl && python -m venv /tmp/cleanrl-venv "
+                  "&& /tmp/cleanrl-venv/bin/pip install torch==2.13.0 gymnasium==0.29.1 tyro tensorboard 'numpy<2'\n"
+                  "or pass --cleanrl-python and --cleanrl-ppo.")
+        else:
+            results = []
+            for seed in seeds:
+                results.append(run_cleanrl(seed, args.cleanrl_python, args.cleanrl_ppo))
+                per_run.append({"framework": "cleanrl", "seed": seed, **results[-1]})
+                print(per_run[-1], flush=True)
+            rows.append(summary_row("CleanRL ppo.py (defaults)", results))
     print_table(f"CartPole to solved (rolling {ROLLING}+ training episodes >= {TARGET:g}, greedy {EVAL_EPISODES} "
                 f"episodes >= {TARGET:g}) on {machine_description()}", rows)
     with results_dir_set_to(args.out):

@@ -198,3 +198,12 @@ def test_learning_benchmark_medians_count_only_solved_runs():
     row = summary_row("x", runs)
     assert row["solved"] == "2/3" and row["median env steps to solved"] == 200
     assert row["median seconds from launch to solved"] == 6.0 and row["median command seconds"] == 7.0
+
+
+def test_learning_benchmark_skips_cleanrl_without_its_venv_or_script(tmp_path, capsys):
+    from benchmarks import learning
+
+    rows = learning.main(["--seeds", "1", "--only", "cleanrl", "--cleanrl-python", str(tmp_path / "no-python"),
+                          "--cleanrl-ppo", str(tmp_path / "ppo.py"), "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rows == [] and "CleanRL skipped" in out and "git clone https://github.com/vwxyzjn/cleanrl" in out
