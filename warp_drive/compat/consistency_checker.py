@@ -14,9 +14,16 @@ rule). The first mismatch raises :class:`~warp_drive.consistency.ConsistencyErro
 (an ``AssertionError``) naming the config, step, array, env, agent, feature and
 both values.
 
-Fixed here (reference §9): WarpDrive's ``generate_random_actions`` reseeded the
-global ``np.random`` on every call, so with a seed every step got the same
-actions; here one generator per config draws fresh actions every step.
+Actions, as in WarpDrive: ``test_env_reset_and_step(seed=S)`` calls
+``generate_random_actions(env, num_envs, S)`` at every step, and WarpDrive's
+reseeded on every call, so every step of every config gets *the same* actions
+(the same values WarpDrive drew: NumPy's legacy ``RandomState(S)`` stream,
+without touching the global ``np.random`` as WarpDrive did). A WarpDrive test
+suite therefore steps exactly as it did under WarpDrive. With ``seed=None``
+each step draws fresh actions. This project's own checker,
+:func:`warp_drive.consistency.check`, always draws fresh actions every step
+from one generator seeded once (its ``seed``): repeating one action vector
+leaves most of a step function unexercised, so use it for new envs.
 
 Our own envs (``warp_drive.environment.Environment``) are checked against
 their NumPy reference by :func:`warp_drive.consistency.check`, which compares
@@ -34,7 +41,7 @@ from gymnasium import spaces
 from warp_drive.compat.envs import to_gymnasium_space
 from warp_drive.consistency import ConsistencyError
 from warp_drive.data_manager import DONE
-from warp_drive.compat.env_wrapper import EnvWrapper
+from warp_drive.compat.env_wrapper import EnvWrapper, check_testing_mode
 
 _OBSERVATIONS, _ACTIONS, _REWARDS = "observations", "sampled_actions", "rewards"
 _EPSILON = 1e-10  # keeps the relative difference finite where the Python value is 0
@@ -44,16 +51,25 @@ def _agent_action_spaces(env: Any) -> dict[int, spaces.Space]:
     spaces_of = env.action_space
     if callable(spaces_of) and not hasattr(spaces_of, "keys"):  # one of our envs: action_space(agent)
         return {a: spaces_of(a) for a in range(int(env.num_agents))}
-    return {a: to_gymnasium_space(spaces_of[a], f"action_space[{a}]") for a in sorted(spaces_of.keys())}
+    # In the dict's own order, as WarpDrive drew them.
+    return {a: to_gymnasium_space(spaces_of[a], f"action_space[{a}]") for a in spaces_of.keys()}
 
 
-def _random_action(space: spaces.Space, rng: np.random.Generator):
+def _random_action(space: spaces.Space, rng: np.random.Generator | np.random.RandomState):
+    legacy = isinstance(rng, np.random.RandomState)  # WarpDrive's draws: randint(..., dtype=int32), uniform
     if isinstance(space, spaces.Discrete):
-        return np.int32(rng.integers(int(space.start), int(space.start) + int(space.n)))
+        start, n = int(space.start), int(space.n)
+        if legacy:
+            return np.int32(rng.randint(low=0, high=n, dtype=np.int32) + start)
+        return np.int32(rng.integers(start, start + n))
     if isinstance(space, spaces.MultiDiscrete):
-        return (rng.integers(0, space.nvec) + np.asarray(space.start)).astype(np.int32)
+        if legacy:
+            draw = rng.randint(low=[0] * len(space.nvec), high=space.nvec, dtype=np.int32)
+        else:
+            draw = rng.integers(0, space.nvec)
+        return (draw + np.asarray(space.start)).astype(np.int32)
     if isinstance(space, spaces.Box):
-        return rng.uniform(space.low, space.high).astype(np.float32)
+        return rng.uniform(low=space.low, high=space.high).astype(np.float32)
     raise NotImplementedError(f"random actions for {type(space).__name__} spaces: only Discrete, MultiDiscrete "
                               "and Box are supported")
 
@@ -61,11 +77,23 @@ def _random_action(space: spaces.Space, rng: np.random.Generator):
 def generate_random_actions(env: Any, num_envs: int, seed: int | np.random.Generator | None = None) -> list[dict]:
     """One ``{agent id: action}`` dict per env, drawn from each agent's action space.
 
-    ``seed`` is an int (a new generator: the same actions for the same seed), a
-    ``np.random.Generator`` (draws continue from it: what a step loop wants) or
-    None. The global ``np.random`` state is left alone, unlike WarpDrive's.
+    ``seed``: an int draws what WarpDrive's ``generate_random_actions(env,
+    num_envs, seed)`` drew, NumPy's legacy ``RandomState(seed)`` stream in
+    agent order, so every call with the same seed returns the same actions (as
+    WarpDrive's, which reseeded on every call); unlike WarpDrive's, the global
+    ``np.random`` state is left alone. A ``np.random.Generator``: draws
+    continue from it (fresh actions at every call). None: fresh actions.
+    Box actions are float32, the dtype the kernel reads.
     """
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    if isinstance(seed, np.random.Generator):
+        rng: np.random.Generator | np.random.RandomState = seed
+    elif seed is None:
+        rng = np.random.default_rng()
+    else:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"generate_random_actions: seed must be an int, a np.random.Generator or None, "
+                            f"got {seed!r}")
+        rng = np.random.RandomState(int(seed))
     agent_spaces = _agent_action_spaces(env)
     return [{a: _random_action(space, rng) for a, space in agent_spaces.items()} for _ in range(int(num_envs))]
 
@@ -77,10 +105,14 @@ class EnvironmentCPUvsGPU:
     ``cuda_env_class``; ``env_configs`` maps a config name to constructor
     keywords; ``env_wrapper`` builds the kernel side (any callable taking
     WarpDrive's EnvWrapper keywords). ``assert_equal_num_agents_per_block`` is
-    accepted and unused, as in WarpDrive. Separate per-policy placeholders
-    (``create_separate_placeholders_for_each_policy=True``), observations whose
-    agent dimension is last, and WarpDrive's prebuilt test binaries
-    (``use_gpu_testing_mode``) are refused with a message.
+    accepted and unused, as in WarpDrive. ``use_gpu_testing_mode=True`` (with
+    an optional ``testing_bin_filename``) is passed to the wrapper as
+    WarpDrive's ``testing_mode`` keywords, meaning what
+    :func:`warp_drive.compat.env_wrapper.check_testing_mode` says: the kernels
+    come from the build cache, built there from their source, on either
+    executor. Separate per-policy placeholders
+    (``create_separate_placeholders_for_each_policy=True``) and observations
+    whose agent dimension is last are refused with a message.
     """
 
     def __init__(
@@ -110,9 +142,9 @@ class EnvironmentCPUvsGPU:
             raise ValueError("give dual_mode_env_class, or both cpu_env_class and cuda_env_class")
         if not isinstance(env_configs, dict) or not env_configs:
             raise ValueError('env_configs must map config names to constructor keywords, e.g. {"default": {}}')
-        if use_gpu_testing_mode or testing_bin_filename is not None:
-            raise ValueError("use_gpu_testing_mode / testing_bin_filename loaded WarpDrive's prebuilt test binaries; "
-                             "kernels here are built from source: drop those arguments")
+        self.use_gpu_testing_mode = check_testing_mode(use_gpu_testing_mode, testing_bin_filename,
+                                                       "use_gpu_testing_mode")
+        self.testing_bin_filename = testing_bin_filename
         if create_separate_placeholders_for_each_policy:
             raise NotImplementedError("create_separate_placeholders_for_each_policy=True (observations_<policy> "
                                       "arrays) is not supported: the kernel side has one 'observations', "
@@ -146,9 +178,11 @@ class EnvironmentCPUvsGPU:
             check = _Comparison(scenario, env_gpu, consistency_threshold_pct)
             check.observations(obs_cpu, "after the first reset")
 
-            rng = np.random.default_rng(seed)  # one generator: new actions at every step
+            # WarpDrive's semantics: with a seed, generate_random_actions reseeds at every call, so every step
+            # gets the same actions; without one, fresh actions every step (see the module docstring).
+            rng = np.random.default_rng() if seed is None else None
             for timestep in range(1, self.num_episodes * env_gpu.episode_length + 1):
-                actions = generate_random_actions(env_gpu.env, self.num_envs, rng)
+                actions = generate_random_actions(env_gpu.env, self.num_envs, seed if seed is not None else rng)
                 self._push_actions(actions, env_gpu)
                 results = [env.step(actions[e]) for e, env in enumerate(cpu_envs)]
                 env_gpu.step_all_envs()
@@ -180,13 +214,12 @@ class EnvironmentCPUvsGPU:
         return env
 
     def _gpu_env(self, env_config: dict):
-        return self.env_wrapper(
-            env_obj=self.cuda_env_class(**env_config),
-            num_envs=self.num_envs,
-            blocks_per_env=self.blocks_per_env,
-            env_backend=self.gpu_env_backend,
-            env_registrar=self.env_registrar,
-        )
+        kwargs = dict(env_obj=self.cuda_env_class(**env_config), num_envs=self.num_envs,
+                      blocks_per_env=self.blocks_per_env, env_backend=self.gpu_env_backend,
+                      env_registrar=self.env_registrar)
+        if self.use_gpu_testing_mode:  # as WarpDrive: the wrapper gets its testing keywords only in testing mode
+            kwargs.update(testing_mode=True, testing_bin_filename=self.testing_bin_filename)
+        return self.env_wrapper(**kwargs)
 
     def _check_policy_map(self, env_gpu) -> None:
         policy_map = self.policy_tag_to_agent_id_map

@@ -31,6 +31,43 @@ from warp_drive.function_manager import FunctionFeed, FunctionManager
 
 # WarpDrive's env_backend values; "numba" has no counterpart here.
 WARPDRIVE_BACKENDS = ("pycuda", "cpu", "numba")
+# The binaries WarpDrive's build made from its warp_drive/cuda_includes/test_build*.cu for testing_mode.
+WARPDRIVE_TEST_BINARIES = ("test_build.fatbin", "test_build.cubin", "test_build_multiblocks.fatbin",
+                           "test_build_multiblocks.cubin")
+
+
+def check_testing_mode(testing_mode: Any, testing_bin_filename: Any, keyword: str = "testing_mode") -> bool:
+    """WarpDrive's ``testing_mode`` / ``testing_bin_filename`` (the checker's ``use_gpu_testing_mode``).
+
+    What it meant: the kernels were not compiled at construction but loaded
+    from the binary WarpDrive's build had made ahead of time from its
+    ``test_build.cu`` (its core kernels plus the example envs' steps), a file
+    of ``warp_drive/cuda_bin`` (``testing_bin_filename``, default
+    ``test_build.fatbin``). The nearest meaning here, on both executors:
+    kernels are built from their ``.cu`` source into the build cache once
+    (pycuda: a cubin for the device; cpu: a shared library from the host
+    compiler) and loaded from there while the source is unchanged, so a
+    testing-mode wrapper loads the very kernels a normal one does, from the
+    cache, with the sizes it is given (WarpDrive's test binary fixed 2 envs of
+    5 agents). ``testing_bin_filename`` may name WarpDrive's test binaries
+    (:data:`WARPDRIVE_TEST_BINARIES`), which held those same kernels; another
+    file is refused, since a prebuilt binary is never loaded in its place.
+    Returns whether testing mode was asked for.
+    """
+    if not isinstance(testing_mode, (bool, int)) and testing_mode is not None:
+        raise TypeError(f"{keyword} must be True or False, got {testing_mode!r}")
+    if testing_bin_filename is not None:
+        if not testing_mode:
+            raise ValueError(f"testing_bin_filename={testing_bin_filename!r} is only read with {keyword}=True "
+                             f"(as in WarpDrive); drop it or set {keyword}=True")
+        name = str(testing_bin_filename).replace("\\", "/").rsplit("/", 1)[-1]
+        if name not in WARPDRIVE_TEST_BINARIES:
+            raise ValueError(
+                f"testing_bin_filename={testing_bin_filename!r}: only WarpDrive's own test binaries "
+                f"({', '.join(WARPDRIVE_TEST_BINARIES)}) are understood, as the kernels built from source here; "
+                f"a prebuilt binary is not loaded in place of the env's .cu source. Drop testing_bin_filename (or "
+                f"register the env's kernel source: EnvironmentRegistrar().add_cuda_env_src_path(name, path))")
+    return bool(testing_mode)
 
 
 def make_env(env: Any, env_config: dict | None = None, env_registrar: Any = None) -> Environment:
@@ -113,8 +150,9 @@ class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
     mode), ``env_registrar`` (also the source of the env's ``.cu`` path),
     ``process_id`` (recorded). ``event_messenger`` is accepted and unused:
     builds go through a process-safe cache, so no process waits for another's
-    compile. ``testing_mode`` (WarpDrive's prebuilt test fatbin) is refused:
-    kernels are always built from source, and cached.
+    compile. ``testing_mode`` (WarpDrive's prebuilt test fatbin) is accepted
+    with its nearest meaning here (:func:`check_testing_mode`): the kernels
+    are loaded from the build cache, where they were built from source.
     """
 
     def __init__(
@@ -142,9 +180,7 @@ class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
         if isinstance(num_envs, str):
             raise TypeError(f"EnvWrapper's second positional argument is num_envs, got {num_envs!r}; WarpDrive's "
                             "positional order (env_obj, env_name, ...) is not supported: pass env_name= by keyword")
-        if testing_mode or testing_bin_filename is not None:
-            raise ValueError("testing_mode / testing_bin_filename loaded WarpDrive's prebuilt test binaries; kernels "
-                             "here are built from their .cu source (and cached): drop those arguments")
+        self.testing_mode = check_testing_mode(testing_mode, testing_bin_filename)
         backend_name = resolve_backend_name(backend, env_backend, use_cuda)  # bad names fail before any build
         chosen = _choose_env(env, env_obj, env_name, env_config, env_registrar)
         self.process_id = int(process_id)

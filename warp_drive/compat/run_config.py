@@ -363,6 +363,30 @@ def translate(source: Any, overrides: Iterable[str] = (), *, env_wrapper: Any = 
     return translation
 
 
+def _policy_section_errors(raw: Mapping) -> list[str]:
+    """One message for every ``policy`` entry that is not a policy section (a mapping of its keys).
+
+    WarpDrive's ``default_configs.yaml`` has the policy keys directly under
+    ``policy`` (they were merged into each section); loaded as a run config,
+    every one of its keys would fail alike, so they are named in one message.
+    """
+    bad = [(tag, section) for tag, section in raw["policy"].items()
+           if section is not None and not isinstance(section, Mapping)]
+    if not bad:
+        return []
+    names = ", ".join(str(tag) for tag, _ in bad)
+    if all(tag in POLICY_KEYS for tag, _ in bad):
+        return [f"policy: {names} are policy keys, but policy holds one section per policy tag "
+                f"(e.g. policy: {{shared: {{to_train: true, ...}}}}). This looks like WarpDrive's "
+                f"default_configs.yaml: default_configs.yaml is WarpDrive's defaults, merged into every run "
+                f"config (here they are built in: warp_drive.compat.run_config.WARPDRIVE_DEFAULTS), not a run "
+                f"config; load an env's run config instead, e.g. tag_continuous.yaml"]
+    tag, section = bad[0]
+    more = f" (also not sections: {', '.join(str(t) for t, _ in bad[1:])})" if len(bad) > 1 else ""
+    return [f"policy.{tag}: expected a policy section (a mapping of its keys), got {section!r}{more}; policy "
+            f"holds one section per policy tag, e.g. policy: {{{tag}: {{to_train: true, ...}}}}"]
+
+
 def _translate(raw: dict, env_wrapper: Any, default_name: str | None, label: str | None) -> Translation:
     errors: list[str] = []
     for key in raw:
@@ -374,11 +398,7 @@ def _translate(raw: dict, env_wrapper: Any, default_name: str | None, label: str
     if not isinstance(raw.get("policy"), Mapping) or not raw.get("policy"):
         errors.append("policy: required, one section per policy tag (e.g. {shared: {to_train: true}})")
     else:
-        for tag, section in raw["policy"].items():
-            if section is not None and not isinstance(section, Mapping):
-                errors.append(f"policy.{tag}: expected a policy section (a mapping of its keys), got {section!r}; "
-                              f"policy holds one section per policy tag (default_configs.yaml is WarpDrive's "
-                              f"defaults, not a run config)")
+        errors += _policy_section_errors(raw)
     if errors:
         raise _Error("; ".join(errors))
     explicit = copy.deepcopy(raw)

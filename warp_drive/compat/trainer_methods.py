@@ -22,12 +22,14 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
+from warp_drive.compat.project_root import not_shipped
 from warp_drive.compat.run_config import is_warpdrive_config, translate
 from warp_drive.training import run
 from warp_drive.training.callbacks import Callback
 from warp_drive.training.checkpoint import _atomic_write, _load_file, load_checkpoint
 from warp_drive.training.config import RunConfig
-from warp_drive.training.distributed import Distributed
+from warp_drive.training.distributed import Distributed, launched_by_torchrun
+from warp_drive.training.distributed import init as init_distributed
 from warp_drive.wrapper import EnvWrapper
 
 
@@ -46,10 +48,25 @@ def check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_
     if obs_dim_corresponding_to_num_agents != "first":
         raise ValueError(f"obs_dim_corresponding_to_num_agents={obs_dim_corresponding_to_num_agents!r}: "
                          f"observations here are (num_envs, num_agents, ...), agents first; lay them out so")
-    if distributed is None and (int(num_devices) != 1 or int(device_id) != 0):
+    if distributed is None and (int(num_devices) != 1 or int(device_id) != 0) and not _in_launched_group(
+            num_devices, device_id):
         raise ValueError(f"num_devices={num_devices}, device_id={device_id}: a Trainer is one process; train on "
                          f"several devices with `warp-drive train --config CONFIG --nproc N` (or torchrun), "
-                         f"which gives each process its rank")
+                         f"which gives each process its rank, or call the function that builds the Trainer "
+                         f"through perform_distributed_training (warp_drive.training.utils.distributed_train)")
+
+
+def _in_launched_group(num_devices: int, device_id: int) -> bool:
+    """Whether this process is worker ``device_id`` of ``num_devices`` started by torch's launcher (torchrun,
+    ``--nproc`` or WarpDrive's ``perform_distributed_training``): the Trainer then joins their group."""
+    if not launched_by_torchrun():
+        return False
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    if (world, rank) != (int(num_devices), int(device_id)):
+        raise ValueError(f"num_devices={num_devices}, device_id={device_id}, but this process is rank {rank} of "
+                         f"{world} started by torch's launcher; pass num_devices={world}, device_id={rank} (as "
+                         f"perform_distributed_training does)")
+    return True
 
 
 class WarpDriveTrainerMethods:
@@ -78,11 +95,16 @@ class WarpDriveTrainerMethods:
         observations with the agent dimension last, would be fed wrongly.
         ``num_devices``/``device_id``: one Trainer is one process; a
         data-parallel run is ``warp-drive train --nproc N`` (or torchrun), which
-        passes ``distributed``, so ``num_devices > 1`` or ``device_id != 0``
-        without it is refused.
+        passes ``distributed``. In a worker started by torch's launcher
+        (WarpDrive's ``perform_distributed_training`` starts them so), a Trainer
+        given ``num_devices`` = ``WORLD_SIZE`` and ``device_id`` = ``RANK``
+        joins the workers' group itself; otherwise ``num_devices > 1`` or
+        ``device_id != 0`` without ``distributed`` is refused.
         """
         check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_policy,
                                  obs_dim_corresponding_to_num_agents, num_devices, device_id)
+        if distributed is None and int(num_devices) > 1:  # a launched worker (checked above): join the group
+            distributed = init_distributed(env_wrapper.backend)
         self.verbose = bool(verbose)
         self.results_dir = results_dir
         self.num_devices = 1 if distributed is None else distributed.world_size
@@ -148,7 +170,17 @@ class WarpDriveTrainerMethods:
         self.env.reset_all_envs()
         for p in self.policies.values():
             p.running_return.zero_()
-        return run.train_trainer(self, self.save_dir, [WarpDriveOutputs()])
+        dist = self.distributed
+        if dist is None or dist.world_size == 1:
+            return run.train_trainer(self, self.save_dir, [WarpDriveOutputs()])
+        # Several workers (perform_distributed_training, torchrun): the main one makes the results directory,
+        # holds its lock and writes the config; the others are told where it is (as `warp-drive train --nproc`).
+        if self._save_dir is None:
+            self._save_dir = Path(dist.broadcast_object(str(self.save_dir) if dist.is_main else None))
+        if dist.is_main:
+            return run.train_trainer(self, self._save_dir, [WarpDriveOutputs()])
+        loop = run.TrainingLoop(self, self.config, self._save_dir, dist, start_steps=self.env_steps)
+        return run.run_loop(loop, [*run.default_callbacks(False, evaluate=False), WarpDriveOutputs()])
 
     def _log_warpdrive_metrics(self, _trainer: Any, metrics: dict[str, float]) -> None:
         """WarpDrive's log: a ``results.json`` line and, when verbose, the printed block."""
@@ -243,7 +275,9 @@ class WarpDriveTrainerMethods:
                 names = [str(p) for p in path.values() if p]
             else:
                 if not Path(path).is_file():
-                    raise FileNotFoundError(f"policy {tag!r}: model checkpoint {path} does not exist")
+                    why = not_shipped(path)  # a WarpDrive program's path under get_project_root()
+                    raise FileNotFoundError(f"policy {tag!r}: model checkpoint {path} does not exist"
+                                            + (f": {why}" if why else ""))
                 state, names = _load_file(Path(path), self.device), [str(path)]
             self._load_policy_weights(tag, state, ", ".join(names))
             for name in names:

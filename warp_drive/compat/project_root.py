@@ -1,0 +1,343 @@
+"""WarpDrive 2.7's ``get_project_root()``: a directory laid out as WarpDrive's repository, holding what
+WarpDrive programs read from it that this project ships.
+
+WarpDrive's ``warp_drive.utils.common.get_project_root()`` returned its source
+checkout (or site-packages), and its programs read files under it by path:
+
+* ``warp_drive/training/run_configs/<env>.yaml`` (its example training script,
+  its training tests): **shipped** here, WarpDrive 2.7.1's run configs with
+  WarpDrive's keys and values (:data:`RUN_CONFIG_FILES`, and
+  ``default_configs.yaml`` from :data:`~warp_drive.compat.run_config.WARPDRIVE_DEFAULTS`).
+  A ``Trainer`` or ``warp-drive train`` given one translates it
+  (:mod:`warp_drive.compat.run_config`).
+* ``warp_drive/cuda_bin/``: where WarpDrive's programs put and find builds;
+  an empty, writable directory here.
+* **not shipped**: ``warp_drive/cuda_bin/test_build.fatbin`` and
+  ``warp_drive/cuda_includes/test_build.cu`` (WarpDrive's prebuilt test
+  build; kernels here are built from their ``.cu`` source into the build
+  cache), ``tutorials/assets/**/*.state_dict`` (WarpDrive's pretrained weights:
+  WarpDrive's binary files, with its models' layer layout) and
+  ``example_envs/**/*.cu`` (WarpDrive's kernels; this project's example envs,
+  with their own kernels, are ``warp_drive.example_envs``).
+  :func:`not_shipped` says so for a path a program asked for.
+
+The directory is ``<build cache>/warpdrive_project_root/<hash of the shipped
+files>`` (``$WARP_DRIVE_CACHE``, default under the user's cache directory):
+nothing is written inside the installed package, files are written only when
+missing (a user's edits to a run config are kept, as in a WarpDrive checkout),
+and a version of this project that ships other files uses another directory.
+``README.txt`` there lists what is and is not provided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import yaml
+
+from warp_drive.backends.build_cache import cache_dir, private_dir, write_atomically
+from warp_drive.compat.run_config import WARPDRIVE_DEFAULTS
+
+CACHE_NAME = "warpdrive_project_root"
+RUN_CONFIGS_DIR = "warp_drive/training/run_configs"
+CUDA_BIN_DIR = "warp_drive/cuda_bin"
+
+# WarpDrive 2.7.1's warp_drive/training/run_configs/*.yaml: its keys and values, re-typed.
+RUN_CONFIG_FILES: dict[str, str] = {
+    "tag_continuous": """\
+name: tag_continuous
+env: {num_taggers: 10, num_runners: 100, grid_length: 20.0, episode_length: 500, max_acceleration: 0.1,
+  min_acceleration: -0.1, max_turn: 2.356, min_turn: -2.356, num_acceleration_levels: 20, num_turn_levels: 20,
+  skill_level_runner: 1.0, skill_level_tagger: 1.0, max_speed: 1.0, seed: 274880, use_full_observation: false,
+  runner_exits_game_after_tagged: true, num_other_agents_observed: 10, tag_reward_for_tagger: 10.0, tag_penalty_for_runner: -10.0,
+  step_penalty_for_tagger: 0.0, step_reward_for_runner: 0.0, edge_hit_penalty: 0.0, end_of_game_reward_for_runner: 1.0,
+  tagging_distance: 0.02}
+trainer: {num_envs: 100, num_episodes: 500, train_batch_size: 25000}
+policy:
+  runner:
+    to_train: true
+    algorithm: A2C
+    vf_loss_coeff: 1
+    entropy_coeff: 0.05
+    clip_grad_norm: true
+    max_grad_norm: 0.5
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.98
+    lr: 0.005
+    model:
+      type: fully_connected
+      fc_dims: [256, 256]
+      model_ckpt_filepath: ''
+  tagger:
+    to_train: true
+    algorithm: A2C
+    vf_loss_coeff: 1
+    entropy_coeff: 0.05
+    clip_grad_norm: true
+    max_grad_norm: 0.5
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.98
+    lr: 0.001
+    model:
+      type: fully_connected
+      fc_dims: [256, 256]
+      model_ckpt_filepath: ''
+saving: {metrics_log_freq: 100, model_params_save_freq: 5000, basedir: /tmp, name: tag_continuous, tag: experiments}
+""",
+    "tag_gridworld": """\
+name: tag_gridworld
+env: {num_taggers: 4, grid_length: 100, episode_length: 100, seed: 20, wall_hit_penalty: 0.1, tag_reward_for_tagger: 10.0,
+  tag_penalty_for_runner: 5.0, step_cost_for_tagger: 0.01}
+trainer: {num_envs: 2000, num_episodes: 20000, train_batch_size: 200000, env_backend: pycuda}
+policy:
+  shared:
+    to_train: true
+    algorithm: A2C
+    vf_loss_coeff: 1
+    entropy_coeff: 0.05
+    clip_grad_norm: true
+    max_grad_norm: 3
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.98
+    lr: 0.001
+    model:
+      type: fully_connected
+      fc_dims: [32, 32]
+      model_ckpt_filepath: ''
+saving: {metrics_log_freq: 100, model_params_save_freq: 5000, basedir: /tmp, name: tag_gridworld, tag: experiments}
+""",
+    "tag_gridworld_with_reset_pool": """\
+name: tag_gridworld_with_reset_pool
+env: {num_taggers: 4, grid_length: 100, episode_length: 100, seed: 20, wall_hit_penalty: 0.1, tag_reward_for_tagger: 10.0,
+  tag_penalty_for_runner: 5.0, step_cost_for_tagger: 0.01}
+trainer: {num_envs: 2000, num_episodes: 20000, train_batch_size: 200000, env_backend: pycuda}
+policy:
+  shared:
+    to_train: true
+    algorithm: A2C
+    vf_loss_coeff: 1
+    entropy_coeff: 0.05
+    clip_grad_norm: true
+    max_grad_norm: 3
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.98
+    lr: 0.001
+    model:
+      type: fully_connected
+      fc_dims: [32, 32]
+      model_ckpt_filepath: ''
+saving: {metrics_log_freq: 100, model_params_save_freq: 5000, basedir: /tmp, name: tag_gridworld, tag: experiments}
+""",
+    "single_cartpole": """\
+name: single_cartpole
+env: {episode_length: 500, reset_pool_size: 1000}
+trainer: {num_envs: 100, num_episodes: 200000, train_batch_size: 50000, env_backend: numba}
+policy:
+  shared:
+    to_train: true
+    algorithm: A2C
+    vf_loss_coeff: 1
+    entropy_coeff: 0.05
+    clip_grad_norm: true
+    max_grad_norm: 3
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.99
+    lr: 0.001
+    model:
+      type: fully_connected
+      fc_dims: [32, 32]
+      model_ckpt_filepath: ''
+saving: {metrics_log_freq: 100, model_params_save_freq: 5000, basedir: /tmp, name: single_cartpole, tag: experiments}
+""",
+    "single_acrobot": """\
+name: single_acrobot
+env: {episode_length: 500, reset_pool_size: 1000}
+trainer: {num_envs: 100, num_episodes: 200000, train_batch_size: 50000, env_backend: numba}
+policy:
+  shared:
+    to_train: true
+    algorithm: A2C
+    vf_loss_coeff: 0.1
+    entropy_coeff: 0.1
+    clip_grad_norm: true
+    max_grad_norm: 3
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.99
+    lr: 0.001
+    model:
+      type: fully_connected
+      fc_dims: [32, 32]
+      model_ckpt_filepath: ''
+saving: {metrics_log_freq: 100, model_params_save_freq: 5000, basedir: /tmp, name: single_acrobot, tag: experiments}
+""",
+    "single_mountain_car": """\
+name: single_mountain_car
+env: {episode_length: 500, reset_pool_size: 10000}
+trainer: {num_envs: 1000, num_episodes: 2000000, train_batch_size: 500000, env_backend: numba, neg_pos_env_ratio: 10}
+policy:
+  shared:
+    to_train: true
+    algorithm: A2C
+    vf_loss_coeff: 1
+    entropy_coeff: 0.05
+    clip_grad_norm: true
+    max_grad_norm: 3
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.99
+    lr: 0.001
+    model:
+      type: fully_connected
+      fc_dims: [32, 32]
+      model_ckpt_filepath: ''
+saving: {metrics_log_freq: 100, model_params_save_freq: 5000, basedir: /tmp, name: single_mountain_car,
+  tag: experiments}
+""",
+    "single_continuous_mountain_car": """\
+name: single_continuous_mountain_car
+env: {episode_length: 1000, reset_pool_size: 10000}
+trainer: {num_envs: 10000, num_episodes: 1000000, train_batch_size: 50000, n_step: 5, env_backend: numba,
+  evaluator: true}
+policy:
+  shared:
+    to_train: true
+    algorithm: DDPG
+    clip_grad_norm: true
+    max_grad_norm: 3
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.99
+    tau: 0.05
+    lr: {actor: 0.001, critic: 0.0001}
+    model:
+      actor:
+        type: fully_connected_actor
+        fc_dims: [64, 64]
+      critic:
+        type: fully_connected_action_value_critic
+        fc_dims: [64, 64]
+      model_ckpt_filepath: {actor: '', critic: ''}
+sampler:
+  params: {damping: 0.15, stddev: 0.5, scale: 1.0}
+saving: {metrics_log_freq: 1000, model_params_save_freq: 5000, basedir: /tmp, name: single_continuous_mountain_car,
+  tag: experiments}
+""",
+    "single_pendulum": """\
+name: single_pendulum
+env: {episode_length: 500, reset_pool_size: 10000}
+trainer: {num_envs: 10000, num_episodes: 10000000, train_batch_size: 50000, n_step: 5, env_backend: numba}
+policy:
+  shared:
+    to_train: true
+    algorithm: DDPG
+    clip_grad_norm: true
+    max_grad_norm: 3
+    normalize_advantage: false
+    normalize_return: false
+    gamma: 0.99
+    tau: 0.05
+    lr:
+      actor:
+      - [2500000000, 0.001]
+      - [3750000000, 0.0005]
+      critic:
+      - [2500000000, 0.0001]
+      - [3750000000, 5.0e-05]
+    model:
+      actor:
+        type: fully_connected_actor
+        fc_dims: [64, 64]
+        output_w: 2.0
+      critic:
+        type: fully_connected_action_value_critic
+        fc_dims: [64, 64]
+      model_ckpt_filepath: {actor: '', critic: ''}
+sampler:
+  params: {damping: 0.15, stddev: 0.2, scale: 1.0}
+saving: {metrics_log_freq: 1000, model_params_save_freq: 5000, basedir: /export/home/experiments/warpdrive,
+  name: pendulum, tag: '10000'}
+""",
+}
+
+# What WarpDrive programs read under the root that is not shipped, and why (path prefix -> sentence).
+NOT_SHIPPED: dict[str, str] = {
+    "tutorials/assets/": "WarpDrive's pretrained weights (tutorial 5's tagger/runner .state_dict files) are "
+                         "WarpDrive's own binary files and are not shipped by this project; its models lay their "
+                         "layers out differently. Train the policies here (Trainer.train(), `warp-drive train -e "
+                         "tag_continuous`) and load the files that run saves",
+    "warp_drive/cuda_bin/test_build": "WarpDrive's prebuilt test binary is not shipped: kernels here are built from "
+                                      "their .cu source into the build cache. Build a source with "
+                                      "CUDAFunctionManager.load_cuda_from_source_code(code) or run an env through "
+                                      "EnvWrapper, which builds its kernel",
+    "warp_drive/cuda_includes/": "WarpDrive's cuda_includes (its core kernels and test_build.cu) are not shipped as "
+                                 "files: the core kernels are built in (warp_drive/cuda/, included with "
+                                 "#include <warp_drive/...>), and WarpDrive's device helper names come from "
+                                 "<warp_drive/compat/warpdrive.h>",
+    "example_envs/": "WarpDrive's example env sources are not shipped under this root: this project's example envs "
+                     "are the package warp_drive.example_envs, with their own kernels next to their classes",
+}
+
+
+def _files() -> dict[str, str]:
+    files = {f"{RUN_CONFIGS_DIR}/{name}.yaml": f"# WarpDrive 2.7.1's run config {name}.yaml (keys and values), "
+                                                f"shipped by warp_drive.compat.project_root.\n{text}"
+             for name, text in RUN_CONFIG_FILES.items()}
+    defaults = yaml.safe_dump(WARPDRIVE_DEFAULTS, sort_keys=False, default_flow_style=None, width=100)
+    files[f"{RUN_CONFIGS_DIR}/default_configs.yaml"] = (
+        "# WarpDrive 2.7.1's default_configs.yaml: the defaults merged into every run config (not a run config).\n"
+        + defaults)
+    lines = ["A directory laid out as WarpDrive 2.7's repository, for WarpDrive programs that read files under",
+             "warp_drive.utils.common.get_project_root(). Written by warp_drive.compat.project_root.", "",
+             "Provided:",
+             f"  {RUN_CONFIGS_DIR}/*.yaml  WarpDrive 2.7.1's run configs (translated when a Trainer reads them)",
+             f"  {CUDA_BIN_DIR}/  an empty, writable directory", "", "Not provided:"]
+    lines += [f"  {prefix}...  {why}" for prefix, why in NOT_SHIPPED.items()]
+    files["README.txt"] = "\n".join(lines) + "\n"
+    return files
+
+
+def _version(files: dict[str, str]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def get_project_root() -> Path:
+    """The directory WarpDrive programs read files under (see the module docstring); created, and its
+    missing files written, on every call."""
+    files = _files()
+    root = private_dir(cache_dir(CACHE_NAME) / _version(files))
+    for name, text in files.items():
+        path = root / name
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, text)
+    (root / CUDA_BIN_DIR).mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def not_shipped(path: str | Path) -> str | None:
+    """For a missing ``path`` under :func:`get_project_root`: a sentence naming what WarpDrive had there and
+    why this project does not ship it (None for any other path)."""
+    try:
+        relative = Path(path).expanduser().resolve().relative_to(get_project_root().resolve()).as_posix()
+    except ValueError:
+        return None
+    for prefix, why in NOT_SHIPPED.items():
+        if relative.startswith(prefix):
+            return f"{relative} (under get_project_root()): {why}"
+    if relative.startswith(RUN_CONFIGS_DIR + "/"):
+        return (f"{relative} (under get_project_root()): no such WarpDrive run config is shipped; the shipped ones "
+                f"are {', '.join(sorted(RUN_CONFIG_FILES))}")
+    return f"{relative} (under get_project_root()): not a file this project ships there (see README.txt there)"
+
+
+__all__ = ["get_project_root", "not_shipped", "RUN_CONFIG_FILES", "NOT_SHIPPED"]
