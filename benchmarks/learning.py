@@ -1,4 +1,4 @@
-"""Time to a solved CartPole: ``warp-drive train --config cartpole`` against Stable-Baselines3's PPO, same machine.
+"""Time to a solved CartPole: ``warp-drive train --config cartpole`` against SB3's and CleanRL's PPO, same machine.
 
     python -m benchmarks.learning [--seeds 5] [--first-seed 1] [--only ours|sb3|cleanrl]
         [--sb3-python /tmp/sb3-venv/bin/python] [--cleanrl-python /tmp/cleanrl-venv/bin/python]
@@ -34,8 +34,13 @@ check a tuning on seeds it was not tuned on).
   same greedy check with its live actor weights, clock paused, at most once per
   512 env steps (its rollout), and ends the script once both hold.
 
-Writes ``learning.csv`` and ``learning_runs.csv``. The peers are never test
-dependencies; a peer whose venv (or script) is missing is skipped with a message:
+``--config pendulum`` or ``--config tag_continuous_small``: ours alone on that
+shipped config, by the same rule at its ``OTHER_TARGETS`` target (passed to the
+run as ``trainer.stop_at_return`` and ``trainer.stop_eval_episodes``).
+
+Writes ``learning.csv`` and ``learning_runs.csv`` (``learning_<config>*.csv`` for another
+config). The peers are never test dependencies; a peer whose venv (or script) is
+missing is skipped with a message:
     python -m venv /tmp/sb3-venv && /tmp/sb3-venv/bin/pip install torch==2.13.0 stable-baselines3 gymnasium
     git clone https://github.com/vwxyzjn/cleanrl /tmp/cleanrl && python -m venv /tmp/cleanrl-venv &&
         /tmp/cleanrl-venv/bin/pip install torch==2.13.0 gymnasium==0.29.1 tyro tensorboard "numpy<2"
@@ -56,6 +61,10 @@ from pathlib import Path
 from benchmarks.common import machine_description, print_table, results_dir_set_to, write_csv
 
 TARGET = 475.0
+# Ours on other shipped configs (--config), by the same rule: (target, the policy whose return counts). The
+# peers' drivers are CartPole's. Pendulum: swung up and balanced (random play about -1200); Tag: the taggers'
+# return per agent halfway from the untrained policy's 1.0 to the 1.9 its budget ends at.
+OTHER_TARGETS = {"pendulum": (-250.0, "shared"), "tag_continuous_small": (1.5, "tagger")}
 ROLLING = 20
 EVAL_EPISODES = 100
 
@@ -166,13 +175,17 @@ json.dump({"solved": state["result"] is not None, **(state["result"] or {"env st
 """
 
 
-def run_ours(seed: int, runs: Path, overrides: list[str] = ()) -> dict:
-    """One seed of ``warp-drive train --config cartpole``; its solve moment and the final policy's greedy score.
-    ``overrides``: more ``--set`` items (tuning experiments; the shipped config has none)."""
+def run_ours(seed: int, runs: Path, overrides: list[str] = (), config: str = "cartpole") -> dict:
+    """One seed of ``warp-drive train --config <config>``; its solve moment and the final policy's greedy score.
+    ``overrides``: more ``--set`` items (tuning experiments; the shipped cartpole config has none). Other configs
+    get the rule as ``trainer.stop_at_return`` and ``trainer.stop_eval_episodes`` (OTHER_TARGETS)."""
     from warp_drive.training.run import evaluate
 
+    target, policy = OTHER_TARGETS.get(config, (TARGET, "shared"))
+    if config != "cartpole":
+        overrides = [f"trainer.stop_at_return={target}", f"trainer.stop_eval_episodes={EVAL_EPISODES}", *overrides]
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--set",
+    out = subprocess.run([sys.executable, "-m", "warp_drive", "train", "--config", config, "--set",
                           f"trainer.seed={seed}", f"saving.basedir={runs}", *overrides, "--run-name", f"seed_{seed}",
                           "--no-progress"], capture_output=True, text=True)
     command = time.perf_counter() - started
@@ -183,8 +196,8 @@ def run_ours(seed: int, runs: Path, overrides: list[str] = ()) -> dict:
     trained = re.search(r"in ([\d.]+) s \(", text)
     startup = re.search(r"first iteration ([\d.]+) s after launch", text)
     run_dir = Path(re.search(r"run directory: (.+)", text).group(1).strip())
-    greedy = evaluate(str(run_dir), episodes=EVAL_EPISODES, greedy=True)["mean_return"]["shared"]
-    solved = stopped is not None and greedy >= TARGET
+    greedy = evaluate(str(run_dir), episodes=EVAL_EPISODES, greedy=True)["mean_return"][policy]
+    solved = stopped is not None and greedy >= target
     return {"solved": solved, "env steps": int(stopped.group(1).replace(",", "")) if stopped else None,
             "seconds from launch": float(startup.group(1)) + float(trained.group(1)) if stopped else None,
             "greedy": greedy, "command seconds": command}
@@ -226,6 +239,8 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--first-seed", type=int, default=1, help="seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--only", choices=("ours", "sb3", "cleanrl"), default=None)
+    parser.add_argument("--config", default="cartpole", choices=("cartpole", *OTHER_TARGETS),
+                        help="ours on another shipped config, to its OTHER_TARGETS target (no peers: CartPole only)")
     parser.add_argument("--sb3-python", default="/tmp/sb3-venv/bin/python")
     parser.add_argument("--cleanrl-python", default="/tmp/cleanrl-venv/bin/python")
     parser.add_argument("--cleanrl-ppo", default="/tmp/cleanrl/cleanrl/ppo.py", help="CleanRL's ppo.py")
@@ -241,12 +256,13 @@ def main(argv=None) -> list[dict]:
         if args.only in (None, "ours"):
             results = []
             for seed in seeds:
-                results.append(run_ours(seed, runs, args.set))
+                results.append(run_ours(seed, runs, args.set, args.config))
                 per_run.append({"framework": "warp_drive", "seed": seed, **results[-1]})
                 print(per_run[-1], flush=True)
-            label = "cartpole config" + (f" with {' '.join(args.set)}" if args.set else "")
+            label = f"{args.config} config" + (f" with {' '.join(args.set)}" if args.set else "")
             rows.append(summary_row(f"warp_drive ({label})", results))
-    if args.only in (None, "sb3"):
+    peers = args.config == "cartpole"
+    if peers and args.only in (None, "sb3"):
         if not Path(args.sb3_python).exists():
             print(f"SB3 skipped: no side venv at {args.sb3_python}. Make one with\n"
                   "    python -m venv /tmp/sb3-venv && /tmp/sb3-venv/bin/pip install torch stable-baselines3 "
@@ -258,7 +274,7 @@ def main(argv=None) -> list[dict]:
                 per_run.append({"framework": "sb3", "seed": seed, **results[-1]})
                 print(per_run[-1], flush=True)
             rows.append(summary_row("Stable-Baselines3 PPO (defaults)", results))
-    if args.only in (None, "cleanrl"):
+    if peers and args.only in (None, "cleanrl"):
         missing = [path for path in (args.cleanrl_python, args.cleanrl_ppo) if not Path(path).exists()]
         if missing:
             print(f"CleanRL skipped: {' and '.join(missing)} not found. Get them with\n"
@@ -272,11 +288,13 @@ def main(argv=None) -> list[dict]:
                 per_run.append({"framework": "cleanrl", "seed": seed, **results[-1]})
                 print(per_run[-1], flush=True)
             rows.append(summary_row("CleanRL ppo.py (defaults)", results))
-    print_table(f"CartPole to solved (rolling {ROLLING}+ training episodes >= {TARGET:g}, greedy {EVAL_EPISODES} "
-                f"episodes >= {TARGET:g}) on {machine_description()}", rows)
+    target = OTHER_TARGETS.get(args.config, (TARGET,))[0]
+    print_table(f"{args.config} to solved (rolling {ROLLING}+ training episodes >= {target:g}, greedy {EVAL_EPISODES} "
+                f"episodes >= {target:g}) on {machine_description()}", rows)
+    suffix = "" if args.config == "cartpole" else f"_{args.config}"
     with results_dir_set_to(args.out):
-        print(f"\nwrote {write_csv('learning', rows)}")
-        print(f"wrote {write_csv('learning_runs', per_run)}")
+        print(f"\nwrote {write_csv('learning' + suffix, rows)}")
+        print(f"wrote {write_csv('learning_runs' + suffix, per_run)}")
     return rows
 
 
