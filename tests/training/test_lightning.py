@@ -174,7 +174,7 @@ def test_checkpoint_resumes_exactly_and_loads_into_a_plain_trainer(tmp_path):
 
     # The checkpoint's warp_drive entry is a plain Trainer state: the plain loop continues the same way.
     plain = build(config(iterations=4))
-    plain.load_state_dict(torch.load(middle, weights_only=False)["warp_drive"])
+    plain.load_state_dict(torch.load(middle, weights_only=True)["warp_drive"])
     later = []
     while plain.iteration < plain.num_iterations:
         later.append({**plain.iterate(), **plain.episode_metrics()})

@@ -46,6 +46,7 @@ from warp_drive.training.checkpoint import save_checkpoint
 from warp_drive.training.config import ConfigError
 from warp_drive.training.loggers import default_loggers, provenance
 from warp_drive.training.metrics import Progress, format_summary
+from warp_drive.training.run_dirs import write_run_file
 
 if TYPE_CHECKING:
     from warp_drive.training.config import RunConfig
@@ -167,7 +168,7 @@ class MetricsLogger(Callback):
             purge = loop.global_step + 1 if loop.resumed else None
             self.loggers = default_loggers(loop.run_dir, loop.config, purge, track=self.track, resume=loop.resumed)
         where = provenance(loop.trainer.env.backend.name, loop.trainer.device)
-        (loop.run_dir / "provenance.yaml").write_text(yaml.safe_dump(where, sort_keys=False))
+        write_run_file(loop.run_dir / "provenance.yaml", yaml.safe_dump(where, sort_keys=False))
         for logger in self.loggers:
             logger.log_config(loop.config.to_dict(), where)
 

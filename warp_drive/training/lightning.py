@@ -40,7 +40,8 @@ How the two training loops map onto each other, and why:
   (env arrays, sampler and reset counters, RNG states, episode tallies) under
   the ``"warp_drive"`` key, so ``fit(..., ckpt_path=...)`` continues exactly
   where the run stopped; that entry also loads into a plain ``Trainer``
-  (``build(config).load_state_dict(torch.load(path, weights_only=False)["warp_drive"])``).
+  (``build(config).load_state_dict(torch.load(path, weights_only=True)["warp_drive"])``; never
+  an unrestricted unpickling, which runs whatever code a planted checkpoint holds).
 * **warp_drive's callbacks** (``callbacks.py``: metrics to CSV, TensorBoard
   and W&B, provenance, checkpoints in warp_drive's format, the GIF, the
   summary, and users' own) run in a fit through the Lightning callback

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 import warp_drive
 from warp_drive.training.config import ConfigError
 from warp_drive.training.metrics import CSV_NAME, MetricsWriter
+from warp_drive.training.run_dirs import write_run_file
 
 __all__ = ["Logger", "CsvLogger", "TensorBoardLogger", "WandbLogger", "WANDB_KEYS", "default_loggers"]
 
@@ -136,7 +137,7 @@ class WandbLogger(Logger):
         # The run's id is kept in the run directory, so a resumed run continues the same W&B run.
         id_file = self.run_dir / "wandb_run_id"
         run_id = id_file.read_text().strip() if resume and id_file.is_file() else uuid.uuid4().hex[:12]
-        id_file.write_text(run_id + "\n")
+        write_run_file(id_file, run_id + "\n")
         self.run = wandb.init(project=settings.get("project") or default_project, entity=settings.get("entity"),
                               group=settings.get("group"), tags=settings.get("tags"),
                               name=settings.get("name") or self.run_dir.name, dir=str(self.run_dir), mode=mode,

@@ -15,6 +15,9 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from warp_drive.training.config import RunError
+from warp_drive.training.run_dirs import open_run_file
+
 __all__ = ["MetricsWriter", "Progress", "format_summary", "format_value"]
 
 CSV_NAME = "metrics.csv"
@@ -63,11 +66,20 @@ class MetricsWriter:
         self._closed = False
         if self.csv_path.exists():  # resuming: keep the existing columns (and rows)
             header, rows = self._read()
+            if header[:1] != [STEP_KEY]:
+                raise RunError(f"{self.csv_path}: its first line is not a metrics header ({STEP_KEY},...), so its "
+                               f"columns are unknown; it is not a file a run wrote: move it away and resume (the "
+                               f"run then starts a new metrics.csv)")
             self.keys = [k for k in header if k != STEP_KEY]
+            torn = self._ends_mid_row()  # a process killed while appending: the last row is incomplete
+            if torn:
+                rows = rows[:-1]
             if purge_step is not None:
                 kept = [r for r in rows if not r.get(STEP_KEY) or float(r[STEP_KEY]) < purge_step]
-                if len(kept) != len(rows):
-                    self._rewrite(kept)
+                torn = torn or len(kept) != len(rows)
+                rows = kept
+            if torn:
+                self._rewrite(rows)
 
     # ------------------------------------------------------------------ CSV helpers
     def _read(self) -> tuple[list[str], list[dict[str, str]]]:
@@ -76,9 +88,17 @@ class MetricsWriter:
             rows = list(reader)
             return list(reader.fieldnames or []), rows
 
+    def _ends_mid_row(self) -> bool:
+        with open(self.csv_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) not in (b"\n", b"\r")
+
     def _rewrite(self, rows: Iterable[Mapping[str, str]]) -> None:
         tmp = self.csv_path.with_name(f".{CSV_NAME}.tmp{os.getpid()}")
-        with open(tmp, "w", newline="") as f:
+        with os.fdopen(open_run_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=[STEP_KEY, *self.keys], restval="")
             writer.writeheader()
             writer.writerows(rows)
@@ -98,7 +118,7 @@ class MetricsWriter:
         elif not self.csv_path.exists():
             self._rewrite([])
         row = {STEP_KEY: str(step), **{k: _csv_cell(v) for k, v in metrics.items() if k != STEP_KEY}}
-        with open(self.csv_path, "a", newline="") as f:
+        with os.fdopen(open_run_file(self.csv_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "a", newline="") as f:
             csv.DictWriter(f, fieldnames=[STEP_KEY, *self.keys], restval="").writerow(row)
 
     def close(self) -> None:

@@ -70,6 +70,7 @@ from warp_drive.training.distributed import Distributed
 from warp_drive.training.loggers import check_wandb, wandb_enabled
 from warp_drive.wrapper import EnvWrapper
 from warp_drive.training.rollout import OnDeviceTrainer
+from warp_drive.training.run_dirs import write_run_file
 from warp_drive.training.stop_at_return import StopAtReturn
 
 log = logging.getLogger("warp_drive")
@@ -197,11 +198,10 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def write_run_config(run_dir: Path, config: RunConfig) -> None:
-    """``config.yaml``, and beside it the config's own :meth:`~RunConfig.run_files` (a translated
-    WarpDrive run config: the translation)."""
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    """``config.yaml``, and beside it :meth:`~RunConfig.run_files` (a translated WarpDrive config's translation)."""
+    write_run_file(run_dir / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
     for name, text in config.run_files().items():
-        (run_dir / name).write_text(text)
+        write_run_file(run_dir / name, text)
 
 
 def default_callbacks(progress: bool = True, track: bool = False, evaluate: bool = True) -> list[Callback]:

@@ -9,6 +9,7 @@ which re-exports them.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -20,6 +21,29 @@ from warp_drive.training.run_layout import CHECKPOINT_DIR, LATEST_NAME, LOCK_NAM
 
 class RunLockedError(RunError):
     """Another process holds the run directory."""
+
+
+def open_run_file(path: str | os.PathLike, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a file a run writes, never through a symbolic link (``O_NOFOLLOW``).
+
+    A run directory may come from someone else (``--resume`` of a received run): a
+    ``.lock`` or ``provenance.yaml`` planted as a link to ``~/something`` would
+    otherwise have that file truncated and overwritten. Such a link is refused,
+    naming it; everything the run writes stays inside its directory."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise RunError(f"{path} is a symbolic link (to {os.readlink(path)!r}); a run writes only regular files "
+                           f"inside its directory: remove the link (a run directory from elsewhere may hold "
+                           f"planted ones) and resume again") from None
+        raise
+
+
+def write_run_file(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` (created or truncated) through :func:`open_run_file`."""
+    with os.fdopen(open_run_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 class RunLock:
@@ -37,7 +61,7 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self) -> "RunLock":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_run_file(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
