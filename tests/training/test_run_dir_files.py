@@ -61,3 +61,38 @@ def test_a_metrics_file_without_its_header_is_refused_naming_it(run_copy, tmp_pa
     (run_copy / "metrics.csv").write_text("".join(lines[1:]))
     with pytest.raises(RunError, match=r"metrics.csv: its first line is not a metrics header"):
         resume(run_copy, tmp_path)
+
+
+def _poison(run_dir):
+    """Every weight of the newest checkpoint made NaN, as a diverged run would leave them."""
+    import torch
+
+    from warp_drive.training.checkpoint import latest_checkpoint
+
+    path = latest_checkpoint(run_dir)
+    state = torch.load(path, weights_only=True)
+    for weights in state["models"].values():
+        for value in weights.values():
+            if value.is_floating_point():
+                value.fill_(float("nan"))
+    torch.save(state, path)
+    return path, state
+
+
+def test_evaluate_refuses_a_checkpoint_with_nan_weights_naming_it(run_copy):
+    from warp_drive.training.checkpoint import CheckpointError
+    from warp_drive.training.run import evaluate
+
+    path, _ = _poison(run_copy)
+    with pytest.raises(CheckpointError, match=rf"{path.name}: policy 'shared'.s .* holds NaN or inf"):
+        evaluate(str(run_copy), episodes=4)
+
+
+def test_a_checkpoint_with_nan_weights_is_not_saved_and_latest_is_kept(run_copy):
+    from warp_drive.training.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+
+    before = latest_checkpoint(run_copy)
+    _, state = _poison(run_copy)
+    with pytest.raises(CheckpointError, match=r"not saving .*ckpt_000007.pt: policy 'shared'.s .* holds NaN"):
+        save_checkpoint(run_copy, 7, state)
+    assert latest_checkpoint(run_copy) == before and not (run_copy / "checkpoints" / "ckpt_000007.pt").exists()

@@ -177,6 +177,16 @@ def plain_state(value: Any) -> Any:
     return value
 
 
+def nonfinite_weight(state: dict) -> str | None:
+    """The first model tensor of a checkpoint state that holds a NaN or inf, as "policy P's NAME"; None if all
+    are finite. A model with one is broken whatever it scores: its outputs are NaN somewhere."""
+    for tag, weights in (state.get("models") or {}).items():
+        for name, value in (weights or {}).items():
+            if torch.is_tensor(value) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                return f"policy {tag!r}'s {name}"
+    return None
+
+
 def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict, keep: int = 0) -> Path:
     """Write ``state`` as ``<run_dir>/checkpoints/ckpt_<iteration:06d>.pt`` and point ``latest`` at it.
 
@@ -187,9 +197,13 @@ def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict, kee
     if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
         raise ValueError(f"iteration must be a non-negative int, got {iteration!r}")
     ckpt_dir = Path(run_dir) / CHECKPOINT_DIR
+    path = ckpt_dir / checkpoint_name(iteration)
+    broken = nonfinite_weight(state)
+    if broken is not None:
+        raise CheckpointError(f"not saving {path}: {broken} holds NaN or inf; the previous checkpoint stays "
+                              f"'latest' (lower the learning rate, or set trainer.on_nonfinite: skip)")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(run_dir)
-    path = ckpt_dir / checkpoint_name(iteration)
     buffer = io.BytesIO()
     torch.save(plain_state(state), buffer)
     _atomic_write(path, buffer.getvalue())
@@ -236,7 +250,17 @@ class _CorruptCheckpoint(CheckpointError):
 
 
 def _load_file(path: Path, map_location: Any) -> dict:
-    """``torch.load(path, weights_only=True)`` with its failures as CheckpointErrors that name the file."""
+    """``torch.load(path, weights_only=True)`` with its failures as CheckpointErrors that name the file; a
+    checkpoint whose weights hold NaN or inf is refused (it would evaluate to plausible-looking numbers)."""
+    state = _unpickle(path, map_location)
+    broken = nonfinite_weight(state) if isinstance(state, dict) else None
+    if broken is not None:
+        raise CheckpointError(f"{path}: {broken} holds NaN or inf, so the model is broken; evaluate or resume "
+                              f"an earlier checkpoint of {path.parent} (pass its path)")
+    return state
+
+
+def _unpickle(path: Path, map_location: Any) -> Any:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
