@@ -504,3 +504,21 @@ def test_other_classic_control_envs_through_both_gymnasium_adapters(name, module
         assert obs in venv.observation_space
         obs, rew, term, trunc, infos = venv.step(venv.action_space.sample())
         assert rew.shape == (4,) and np.all(np.isfinite(rew))
+
+
+@pytest.mark.parametrize("bad", [[1.7, 0, 1, 2], [float("nan"), 0, 1, 2], ["1", "0", "1", "2"], [True, False, True, False]])
+def test_vector_refuses_non_integer_discrete_actions_as_the_torch_path_does(bad):
+    """1.7 was truncated to 1, NaN became -2147483648 in the device array, strings hit a NumPy error."""
+    venv = GymnasiumVectorEnv(DummyEnv, num_envs=4, seed=0, env_config={"num_agents": 1})
+    venv.reset(seed=0)
+    with pytest.raises(ValueError, match="step\\(\\): agent 0: discrete actions must be integers"):
+        venv.step(np.asarray(bad, dtype=object if isinstance(bad[0], str) else None))
+    venv.step([0, 1, 2, 0])  # integers still step, floats that are whole numbers too
+    venv.step(np.array([0.0, 1.0, 2.0, 0.0]))
+
+
+def test_parallel_refuses_a_non_integer_discrete_action():
+    env = _pz()(DummyEnv, seed=0, env_config={"num_agents": 2})
+    env.reset()
+    with pytest.raises(ValueError, match="agent_0: discrete actions must be integers"):
+        env.step({"agent_0": 1.5, "agent_1": 1})

@@ -159,6 +159,11 @@ def check_discrete_actions(space, values: np.ndarray, who: str) -> None:
     bounds = _discrete_bounds(space)
     if bounds is None or not values.size:
         return
+    if values.dtype == bool or not np.issubdtype(values.dtype, np.number) or (
+            np.issubdtype(values.dtype, np.floating) and not np.all(np.isfinite(values) & (values == np.trunc(values)))):
+        # The copy into the int32 device array would truncate 1.7 to 1 and turn NaN into -2147483648.
+        raise ValueError(f"{who}: discrete actions must be integers; got {values.tolist()} ({values.dtype}) for the "
+                         f"action space {space}")
     low, high = bounds
     if not (np.any(values < low) or np.any(values > high)):
         return
