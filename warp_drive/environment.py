@@ -49,6 +49,16 @@ from warp_drive.layouts import (  # noqa: F401  (re-exported: env classes name t
     THREADS_PER_ENV,
 )
 
+def require_finite(env_name: str, **values: Any) -> None:
+    """Refuse NaN and inf among an env's float parameters, naming each: a NaN acceleration trained on
+    silently (every position NaN) and an infinite grid failed later, in the GIF writer. None is let through
+    (an option left unset)."""
+    bad = [f"{name}={value!r}" for name, value in values.items()
+           if value is not None and not np.isfinite(np.asarray(value, dtype=np.float64)).all()]
+    if bad:
+        raise ValueError(f"{env_name}: {', '.join(bad)}: must be finite numbers")
+
+
 TERMINATED = 1
 TRUNCATED = 2
 # The optional per-agent mask of legal discrete actions (see the module docstring).

@@ -71,7 +71,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment
+from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, require_finite
 from warp_drive.portable_math import expf32, log1p32, logf32  # noqa: F401  (re-exported)
 
 F32 = np.float32
@@ -152,6 +152,9 @@ class SimpleSpread(Environment):
         seed: int = 0,
         pool_max_bytes: int = DEFAULT_POOL_MAX_BYTES,
     ):
+        require_finite("SimpleSpread", local_ratio=local_ratio, dt=dt, damping=damping, mass=mass, accel=accel,
+                       max_speed=max_speed, contact_force=contact_force, contact_margin=contact_margin,
+                       agent_radius=agent_radius, landmark_radius=landmark_radius)
         self.num_agents, self.num_landmarks = int(num_agents), int(num_landmarks)
         if self.num_agents < 1 or self.num_landmarks < 1:
             raise ValueError(f"SimpleSpread needs num_agents >= 1 and num_landmarks >= 1, got {num_agents}, "

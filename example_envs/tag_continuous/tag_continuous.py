@@ -53,7 +53,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment
+from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, require_finite
 from warp_drive.neighbors import MAX_NEIGHBORS, grid_scratch
 from warp_drive.portable_math import sincos32
 
@@ -149,6 +149,13 @@ class TagContinuous(Environment):
             if not condition:
                 raise ValueError(f"TagContinuous: {message}")
 
+        require_finite("TagContinuous", grid_length=grid_length, max_speed=max_speed,
+                       skill_level_runner=skill_level_runner, skill_level_tagger=skill_level_tagger,
+                       max_acceleration=max_acceleration, min_acceleration=min_acceleration, max_turn=max_turn,
+                       min_turn=min_turn, edge_hit_penalty=edge_hit_penalty, tagging_distance=tagging_distance,
+                       tag_reward_for_tagger=tag_reward_for_tagger, step_penalty_for_tagger=step_penalty_for_tagger,
+                       tag_penalty_for_runner=tag_penalty_for_runner, step_reward_for_runner=step_reward_for_runner,
+                       end_of_game_reward_for_runner=end_of_game_reward_for_runner)
         require(int(num_taggers) >= 1, f"num_taggers must be >= 1, got {num_taggers}")
         require(int(num_runners) >= 1, f"num_runners must be >= 1, got {num_runners}")
         require(int(episode_length) >= 1, f"episode_length must be >= 1, got {episode_length}")
