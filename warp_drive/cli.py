@@ -20,6 +20,7 @@ them, so ``--help``, ``configs`` and ``envs`` answer at once.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -155,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'warp-drive COMMAND --help' for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of a failure instead of its one-line message")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     formatter = argparse.RawDescriptionHelpFormatter
 
@@ -582,21 +585,53 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         return args.handler(args)
-    except ConfigError as exc:
-        print(f"warp-drive {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except FileNotFoundError as exc:  # a run directory or checkpoint that is not there
-        print(f"warp-drive {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except RunError as exc:  # a run directory in use, an unsafe or unreadable checkpoint, a full disk
-        print(f"warp-drive {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_RUN_ERROR
-    except ScaleError as exc:  # --auto-scale found nothing that fits, or a probe hit a bug
-        print(f"warp-drive {args.command}: auto-scale: {exc}", file=sys.stderr)
-        return 1
+    except Exception as exc:
+        if args.debug:
+            raise
+        return report_failure(args.command, exc)
     except KeyboardInterrupt:
         print(f"warp-drive {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+# What to do about an OSError, by errno: the one-line message's fix.
+OS_ERROR_FIXES = {
+    errno.ENOSPC: "free space on that disk, or point saving.basedir at another",
+    errno.EACCES: "make it writable for you, or point saving.basedir elsewhere",
+    errno.EROFS: "the filesystem is read-only: point saving.basedir at a writable one",
+    errno.ENOTDIR: "a file stands where a directory is needed: move it, or choose another saving.basedir",
+    errno.EDQUOT: "your disk quota is used up: free some, or point saving.basedir elsewhere",
+}
+
+
+def report_failure(command: str, exc: Exception) -> int:
+    """Print a failure as one line naming its cause and its fix (``--debug`` shows the traceback instead);
+    returns the exit status. Exceptions nobody anticipated propagate: their traceback is the report."""
+    if isinstance(exc, ConfigError):
+        print(f"warp-drive {command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(exc, FileNotFoundError):  # a run directory or checkpoint that is not there
+        print(f"warp-drive {command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(exc, RunError):  # a run directory in use, an unsafe or unreadable checkpoint, a full disk
+        print(f"warp-drive {command}: error: {exc}", file=sys.stderr)
+        return EXIT_RUN_ERROR
+    if isinstance(exc, ScaleError):  # --auto-scale found nothing that fits, or a probe hit a bug
+        print(f"warp-drive {command}: auto-scale: {exc}", file=sys.stderr)
+        return 1
+    if isinstance(exc, FloatingPointError):  # NonFiniteError: a NaN or inf in a rollout or an update
+        print(f"warp-drive {command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_RUN_ERROR
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        fix = OS_ERROR_FIXES.get(exc.errno, "see --debug for where it happened")
+        print(f"warp-drive {command}: error: {exc.strerror or exc}{where}: {fix}", file=sys.stderr)
+        return EXIT_RUN_ERROR
+    if isinstance(exc, MemoryError):
+        print(f"warp-drive {command}: error: out of memory: use fewer envs (trainer.num_envs) or a shorter "
+              f"env.config.episode_length", file=sys.stderr)
+        return EXIT_RUN_ERROR
+    raise exc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -190,3 +190,24 @@ def test_commands_that_do_not_train_never_import_torch(command):
               "print('torch' in sys.modules)" % (command,))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr
+
+
+def test_run_failures_are_one_line_with_the_fix_and_debug_shows_the_traceback(tmp_path, capsys):
+    """A NaN in an update and a file where the run directory must go: one line each, status 1, no traceback
+    (they used to escape main() as a NonFiniteError's 39 lines and a NotADirectoryError)."""
+    diverging = ["train", "--config", "dummy_env", "--no-progress", "--no-evaluate", "--set", "trainer.backend=cpu",
+                 "trainer.num_envs=8", "trainer.rollout_length=16", "trainer.total_steps=384",
+                 "policy.shared.vf_coef=1e38", "policy.shared.max_grad_norm=null", f"saving.basedir={tmp_path / 'a'}"]
+    assert main(diverging) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warp-drive train: error: ") and "vf_coef" in err[0]
+
+    (tmp_path / "file").write_text("not a directory\n")
+    blocked = ["train", "--config", "dummy_env", "--no-progress", "--set", "trainer.backend=cpu",
+               f"saving.basedir={tmp_path / 'file' / 'runs'}"]
+    assert main(blocked) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Not a directory" in err[0] and "choose another saving.basedir" in err[0], err
+
+    with pytest.raises(NotADirectoryError):
+        main(["--debug", *blocked])
