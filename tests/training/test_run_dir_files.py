@@ -96,3 +96,23 @@ def test_a_checkpoint_with_nan_weights_is_not_saved_and_latest_is_kept(run_copy)
     with pytest.raises(CheckpointError, match=r"not saving .*ckpt_000007.pt: policy 'shared'.s .* holds NaN"):
         save_checkpoint(run_copy, 7, state)
     assert latest_checkpoint(run_copy) == before and not (run_copy / "checkpoints" / "ckpt_000007.pt").exists()
+
+
+@pytest.mark.parametrize("tamper", ["scalar", "float64"])
+def test_a_checkpoint_env_array_of_another_shape_or_dtype_is_refused_naming_it(run_copy, tmp_path, tamper):
+    """A single value used to be broadcast over the env array, and float64 cast into int32, silently."""
+    import torch
+
+    from warp_drive.training.checkpoint import CheckpointError, latest_checkpoint
+
+    path = latest_checkpoint(run_copy)
+    state = torch.load(path, weights_only=True)
+    name = next(n for n, v in state["env_arrays"].items() if v.dtype == torch.int32)
+    value = state["env_arrays"][name]
+    state["env_arrays"][name] = torch.tensor(7, dtype=torch.int32) if tamper == "scalar" else value.double()
+    torch.save(state, path)
+    import re
+
+    with pytest.raises(CheckpointError, match=rf"checkpoint env array '{name}' is .*, the env's is "
+                                              + re.escape(f"{tuple(value.shape)} torch.int32")):
+        resume(run_copy, tmp_path)

@@ -187,6 +187,18 @@ def nonfinite_weight(state: dict) -> str | None:
     return None
 
 
+def restore_env_arrays(data_manager: Any, arrays: dict) -> None:
+    """Copy a checkpoint's env arrays into the env's, each exactly its array's shape and dtype: a single value
+    would be broadcast over the array and float64 cast into int32 silently (a received checkpoint's)."""
+    for name, values in arrays.items():
+        target = data_manager.data_on_device_via_torch(name)
+        if not torch.is_tensor(values) or values.shape != target.shape or values.dtype != target.dtype:
+            got = f"{tuple(values.shape)} {values.dtype}" if torch.is_tensor(values) else type(values).__name__
+            raise CheckpointError(f"checkpoint env array {name!r} is {got}, the env's is {tuple(target.shape)} "
+                                  f"{target.dtype}: not a checkpoint of this run's envs; resume the run that wrote it")
+        target.copy_(values)
+
+
 def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict, keep: int = 0) -> Path:
     """Write ``state`` as ``<run_dir>/checkpoints/ckpt_<iteration:06d>.pt`` and point ``latest`` at it.
 

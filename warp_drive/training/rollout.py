@@ -30,6 +30,7 @@ from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
 from warp_drive.sampler import Sampler
+from warp_drive.training.checkpoint import restore_env_arrays
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.guards import NonFiniteError
 from warp_drive.training.policies import (ENV_ACTIONS, Policy, default_policy_map, policy_active, policy_obs,
@@ -315,8 +316,7 @@ class OnDeviceTrainer:
         self.sampler.load_state_dict(state["sampler"])
         self.env.env_resetter.load_state_dict(state["reset"])
         dm = self.env.data_manager
-        for name, values in state["env_arrays"].items():
-            dm.data_on_device_via_torch(name).copy_(values)
+        restore_env_arrays(dm, state["env_arrays"])
         torch.set_rng_state(state["torch_rng"])
         self.generator.set_state(state["generator"])
 
