@@ -13,9 +13,19 @@ Build modes (``WARP_DRIVE_CPU_MODE``, or ``CpuBackend(mode=...)``):
   kernel with gdb;
 * ``asan``: AddressSanitizer (run Python with
   ``LD_PRELOAD=$(g++ -print-file-name=libasan.so)``);
+* ``race``: ThreadSanitizer over CUDA threads (kernels built with
+  ``-fsanitize=thread``; Python started with libtsan preloaded): a launch in
+  which two threads race raises :class:`~warp_drive.backends.race.KernelRaceError`
+  naming the kernel, both source lines and the array. Threads run in a shuffled
+  order. See :mod:`warp_drive.backends.race`;
 * ``coverage``: gcov line counts (``--coverage``), written next to the build
   products when the process exits; ``tests/runtime/test_kernel_coverage.py`` uses them
   to check that every line of every shipped kernel runs in some CPU test.
+
+``WARP_DRIVE_CPU_SHUFFLE=<seed>`` (any mode; on with seed 0 in race mode,
+``off`` to turn it off there) runs the threads of every block in a seeded
+random order, per launch, block and barrier phase: results that depend on the
+order threads run in differ between seeds.
 
 Results never depend on the machine: ``-ffp-contract=off`` and no fast-math.
 
@@ -78,6 +88,7 @@ from warp_drive.backends.base import (
     check_geometry,
 )
 from warp_drive.backends.nvcc import find_nvcc
+from warp_drive.backends import race
 from warp_drive.backends.resources import DEFAULT_ARCH, MAX_THREADS_PER_BLOCK, KernelResources, ptxas_resources
 from warp_drive.backends.signature import KernelSignature, ModuleSymbols, parse_symbols
 
@@ -94,7 +105,10 @@ MODES = {
     "debug": ["-O0", "-g"],
     "asan": ["-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"],
     "coverage": ["-O0", "-g", "--coverage", "-fprofile-update=atomic"],
+    "race": ["-O1", "-g", "-fsanitize=thread"],
 }
+# The runtime of each flavour: race mode's is annotated for TSan, not instrumented (see runtime.cpp).
+RUNTIME_FLAGS = {"plain": MODES["release"], "asan": MODES["asan"], "race": ["-O2", "-g", "-DWD_RACE=1"]}
 # -fno-semantic-interposition + -Bsymbolic: a kernel library's own functions
 # bind to themselves, so kernels inline into the thread loops below.
 COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-Wall",
@@ -104,6 +118,7 @@ COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off
                 "-fstack-clash-protection"]
 
 _RUNTIME: tuple[str, ctypes.CDLL] | None = None  # (flavour, library): one per process
+_RACE_LOG: "race.ReportLog | None" = None  # race mode: where TSan's reports go (one per process)
 
 # Launch return codes of wd_cpu_launch beyond 0 (done) and 1 (error).
 _INTERRUPTED, _ABANDONED = 2, 3
@@ -292,6 +307,8 @@ class CpuBackend(Backend):
         self._flags = COMMON_FLAGS + MODES[self.mode]
         self._identity = _compiler_identity(self.cxx) + " " + " ".join(self._flags)
         self._runtime = self._load_runtime()
+        self._race_log = self._open_race_log() if self.mode == "race" else None
+        self.set_shuffle(race.shuffle_seed_from_environment(0 if self.mode == "race" else None))
         self._packed_by_address: "weakref.WeakValueDictionary[int, PackedArguments]" = weakref.WeakValueDictionary()
         self._signals = self._runtime.wd_cpu_install_signal_handlers()
         self._error = ctypes.create_string_buffer(2048)
@@ -316,15 +333,17 @@ class CpuBackend(Backend):
         mixed with the plain one in a process.
         """
         global _RUNTIME
-        flavour = "asan" if self.mode == "asan" else "plain"
+        flavour = self.mode if self.mode in ("asan", "race") else "plain"
         if _RUNTIME is not None:
             if _RUNTIME[0] != flavour:
                 raise RuntimeError(
-                    f"the cpu runtime is already loaded in {_RUNTIME[0]} form; WARP_DRIVE_CPU_MODE=asan and the other "
-                    "modes cannot be mixed in one process (set the mode before the first use of the cpu backend)"
+                    f"the cpu runtime is already loaded in {_RUNTIME[0]} form; WARP_DRIVE_CPU_MODE=asan, =race and the "
+                    "other modes cannot be mixed in one process (set the mode before the first use of the cpu backend)"
                 )
             return _RUNTIME[1]
-        flags = COMMON_FLAGS + MODES["asan" if flavour == "asan" else "release"]
+        if flavour == "race":
+            race.require_tsan_loaded()
+        flags = COMMON_FLAGS + RUNTIME_FLAGS[flavour]
         key = build_cache.cache_key(RUNTIME_SOURCE.read_text(), _compiler_identity(self.cxx), " ".join(flags))
         target = build_cache.cache_dir("cpu") / f"wd_runtime_{key}.so"
         build_cache.build_atomically(
@@ -335,6 +354,20 @@ class CpuBackend(Backend):
         )
         _RUNTIME = (flavour, ctypes.CDLL(str(target), mode=ctypes.RTLD_GLOBAL))
         return _RUNTIME[1]
+
+    @staticmethod
+    def _open_race_log() -> "race.ReportLog":
+        global _RACE_LOG
+        if _RACE_LOG is None:
+            _RACE_LOG = race.ReportLog(build_cache.cache_dir("cpu") / "race")
+        return _RACE_LOG
+
+    def set_shuffle(self, seed: int | None) -> None:
+        """Run the threads of every block in an order drawn from ``seed`` (None: in order).
+        Process-wide, as the worker pool is."""
+        self._runtime.wd_cpu_set_shuffle.argtypes = [ctypes.c_int, ctypes.c_ulonglong]
+        self._runtime.wd_cpu_set_shuffle(0 if seed is None else 1, 0 if seed is None else int(seed) & (2**64 - 1))
+        self.shuffle_seed = seed
 
     @property
     def num_workers(self) -> int:
@@ -354,6 +387,8 @@ class CpuBackend(Backend):
         grid, block = geometry
         # ctypes releases the GIL for the call; a Ctrl-C reaches the runtime's
         # handler, and Python's own raises KeyboardInterrupt as the call returns.
+        if self._race_log is not None:
+            self._race_log.pass_on_unrelated()
         try:
             rc = self._launch_fn(kernel.name_bytes, kernel.thread_fn, kernel.threads_fn, argv_address,
                                  ctypes.addressof(grid), ctypes.addressof(block), ctypes.addressof(self._error),
@@ -361,8 +396,19 @@ class CpuBackend(Backend):
         except BaseException as exc:
             self._interrupted(exc, argv_address)
             raise
+        if self._race_log is not None:
+            self._race_log.check_launch(kernel.name, self._arrays_of(kernel, argv_address))
         if rc != 0:
             self._launch_failed(rc, argv_address)
+
+    def _arrays_of(self, kernel: CpuKernel, argv_address: int) -> dict[str, tuple[int, int, int]]:
+        """The launch's array parameters: name -> (address, bytes, element size), to name raced memory."""
+        packed = self._packed_by_address.get(argv_address)
+        if packed is None:
+            return {}
+        params = kernel.signature.params
+        return {params[index].name: (pointer, tensor.numel() * tensor.element_size(), tensor.element_size())
+                for index, tensor, pointer, _ in packed._bound}
 
     def _interrupted(self, exc: BaseException, argv_address: int) -> None:
         """An exception (KeyboardInterrupt) raised as the launch returned: say

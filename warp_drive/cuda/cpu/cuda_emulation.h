@@ -115,7 +115,19 @@ int wd_cpu_barrier(const char* file, int line, int predicate);
 __attribute__((noreturn)) void wd_cpu_device_fail(const char* what, const char* file, int line);
 }
 
-static inline void wd_set_thread_index(const wd_thread_index* index) {
+// Race mode (-fsanitize=thread): the runtime's writes of the built-in index
+// variables are hidden from ThreadSanitizer. Every CUDA thread of a block
+// writes them on the same host thread, which TSan would otherwise report as a
+// race between CUDA threads; kernels only read them.
+#if defined(__SANITIZE_THREAD__)
+#define WD_RUNTIME_WRITE __attribute__((no_sanitize_thread, noinline))
+#else
+#define WD_RUNTIME_WRITE inline
+#endif
+
+static WD_RUNTIME_WRITE void wd_set_thread_idx(dim3 me) { threadIdx = me; }
+
+static WD_RUNTIME_WRITE void wd_set_thread_index(const wd_thread_index* index) {
   threadIdx = index->thread;
   if (index->block_changed) {
     blockIdx = index->block;
@@ -132,7 +144,7 @@ static inline int wd_barrier_at(const char* file, int line, int predicate) {
   if (blockDim.x * blockDim.y * blockDim.z == 1) return predicate;
   dim3 me = threadIdx;  // on this fiber's own stack: survives the switch
   int result = wd_cpu_barrier(file, line, predicate);
-  threadIdx = me;
+  wd_set_thread_idx(me);
   return result;
 }
 #define __syncthreads() ((void)wd_barrier_at(__FILE__, __LINE__, 0))

@@ -35,6 +35,27 @@
 //     take two memory maps each; a block needing more fibers than the process
 //     may map (vm.max_map_count) or more stack than the machine has is refused
 //     with a clear error before its fibers are allocated.
+//   * Shuffle (any build; wd_cpu_set_shuffle): the threads of a block start,
+//     and resume after every barrier, in a seeded random order drawn per
+//     (launch, block, phase), so a result that depends on the order threads
+//     run in shows up as a difference between seeds.
+//   * Race mode (built with -DWD_RACE, kernels with -fsanitize=thread, Python
+//     started with libtsan preloaded): every CUDA thread runs on a fiber (no
+//     fast path) that is a fresh ThreadSanitizer fiber per block, so TSan sees
+//     each CUDA thread as a thread of its own. Fiber switches carry no
+//     synchronisation; what does is stated to TSan explicitly: a barrier is a
+//     release by every arriving thread and an acquire by every leaving one (on
+//     one of two per-block sync objects, alternating by phase, fresh per
+//     block); a launch is a release by the launcher that every worker acquires
+//     before its blocks, and a release by every finished thread that the
+//     launcher acquires when the launch returns. Blocks of one launch get no
+//     ordering from each other, even on one worker (the scheduler never
+//     acquires from its fibers), as on a GPU. Each block runs on a new OS
+//     thread, so the memory a GPU gives each block fresh -- the threads'
+//     stacks, the kernel library's thread_locals (`__shared__`) -- is new
+//     memory to TSan (see race_block_begin).
+//     The runtime itself is not instrumented: its bookkeeping between the
+//     scheduler and its fibers is not a race of the kernel's.
 #undef _FORTIFY_SOURCE  // longjmp out of signal handlers across stacks, on purpose
 #include <dlfcn.h>
 #include <errno.h>
@@ -68,7 +89,25 @@
 
 #include <ucontext.h>
 
-#if defined(__x86_64__) && !defined(WD_ASAN)
+#if defined(WD_RACE)
+// ThreadSanitizer's fiber and annotation interface (libtsan, preloaded).
+extern "C" {
+void* __tsan_get_current_fiber(void);
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+void __tsan_set_fiber_name(void* fiber, const char* name);
+void __tsan_acquire(void* addr);
+void __tsan_release(void* addr);
+void* __tls_get_addr(void* index);
+}
+constexpr unsigned kTsanNoSync = 1;  // __tsan_switch_to_fiber_no_sync: a switch is not a synchronisation
+constexpr bool kRace = true;
+#else
+constexpr bool kRace = false;
+#endif
+
+#if defined(__x86_64__) && !defined(WD_ASAN) && !defined(WD_RACE)
 #define WD_CAN_ESCAPE 1  // signal handlers may leave kernel code (see the top of this file)
 #endif
 
@@ -184,6 +223,10 @@ struct Fiber {
   ucontext_t context;
 #endif
   State state = IDLE;
+#if defined(WD_RACE)
+  void* tsan = nullptr;  // this CUDA thread's TSan fiber (fresh per block)
+  unsigned int phase = 0;  // barriers passed in this block
+#endif
   const char* site_file = nullptr;
   int site_line = 0;
   int predicate = 0;
@@ -239,6 +282,11 @@ struct Worker {
   size_t scheduler_stack_size = 0;
 #endif
   Job* job = nullptr;
+  std::vector<unsigned int> order;  // the order threads run in, when shuffled
+#if defined(WD_RACE)
+  void* tsan_self = nullptr;     // the scheduler's own TSan fiber (this OS thread's)
+  char* block_sync = nullptr;    // two per-block barrier sync objects (fresh memory per block)
+#endif
   wd_thread_index index{};
   unsigned int current = 0;
   volatile bool plain_mode = false;
@@ -346,12 +394,38 @@ struct Job {
   std::atomic<uint64_t> total_blocks{0};
   std::atomic<uint64_t> done_blocks{0};
   uint64_t chunk = 1;  // consecutive blocks a worker claims at once (Pool::launch sets it)
+  uint64_t launch_index = 0;  // launches before this one in the process (seeds the shuffle)
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
   std::string error;
 };
 
 std::atomic<unsigned long long> stat_launches{0}, stat_fiber_blocks{0}, stat_plain_blocks{0};
+
+// The shuffle (see the top of this file): off unless wd_cpu_set_shuffle turned it on.
+std::atomic<bool> shuffle_on{false};
+std::atomic<uint64_t> shuffle_seed{0};
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// A permutation of 0..n-1 in `order`, drawn from `state` (Fisher-Yates).
+void shuffled_order(std::vector<unsigned int>& order, unsigned int n, uint64_t& state) {
+  order.resize(n);
+  for (unsigned int i = 0; i < n; ++i) order[i] = i;
+  for (unsigned int i = n; i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
+}
+
+#if defined(WD_RACE)
+// TSan sync objects of launches: the launcher releases `launch_start` before a
+// launch's blocks run and every worker acquires it; every finished CUDA
+// thread releases `launch_done` and the launcher acquires it at the end.
+char launch_start_sync, launch_done_sync;
+#endif
 
 void describe_dim(char* out, size_t n, dim3 d) { snprintf(out, n, "(%u,%u,%u)", d.x, d.y, d.z); }
 
@@ -444,6 +518,9 @@ void switch_to_fiber(Worker* w, unsigned int t) {
   __sanitizer_start_switch_fiber(&w->asan_fake_stack, f.stack_low, f.size);
 #endif
   w->on_fiber = 1;
+#if defined(WD_RACE)
+  __tsan_switch_to_fiber(f.tsan, kTsanNoSync);
+#endif
 #if defined(__x86_64__)
   wd_fiber_switch(&w->scheduler_sp, f.sp);
 #else
@@ -478,6 +555,9 @@ void yield_to_scheduler(Worker* w, Fiber& f) {
   __sanitizer_start_switch_fiber(f.state == Fiber::DONE ? nullptr : &fake, w->scheduler_stack_bottom,
                                  w->scheduler_stack_size);
 #endif
+#if defined(WD_RACE)
+  __tsan_switch_to_fiber(w->tsan_self, kTsanNoSync);
+#endif
 #if defined(__x86_64__)
   wd_fiber_switch(&f.sp, w->scheduler_sp);
 #else
@@ -497,6 +577,9 @@ extern "C" void wd_fiber_main(void* arg) {
   if (!enter_kernel(w)) abandon_fiber(w, Worker::INTERRUPTED);
   w->job->fn(w->job->args, &w->index);
   leave_kernel(w);
+#if defined(WD_RACE)
+  __tsan_release(&launch_done_sync);
+#endif
   Fiber& f = w->fibers[t];
   f.state = Fiber::DONE;
   yield_to_scheduler(w, f);
@@ -511,6 +594,16 @@ void fiber_main_ucontext(unsigned int hi, unsigned int lo) {
 
 void start_fiber(Worker* w, unsigned int t) {
   Fiber& f = w->fibers[t];
+#if defined(WD_RACE)
+  // A new CUDA thread: a fresh TSan fiber that knows what the scheduler knows (the launch start).
+  f.tsan = __tsan_create_fiber(0);
+  f.phase = 0;
+  char name[96], block[40], thread[40];
+  describe_dim(block, sizeof block, w->index.block);
+  thread_name(thread, sizeof thread, w, t);
+  snprintf(name, sizeof name, "block %s thread %s", block, thread);
+  __tsan_set_fiber_name(f.tsan, name);
+#endif
 #if defined(WD_ASAN)
   // A reused stack still carries the redzones of the frames its last thread
   // left behind (finished or abandoned fibers never unwind).
@@ -579,7 +672,85 @@ bool check_barrier(Worker* w, unsigned int n, int* predicate_sum) {
   return true;
 }
 
-void run_block(Worker* w, uint64_t linear) {
+#if defined(WD_RACE)
+// Memory a GPU gives each block fresh -- shared memory (the kernel library's
+// thread_locals here) and the threads' stacks -- must look fresh to TSan too,
+// or the next block's threads would "race" with the last block's. gcc's
+// libtsan cannot forget a range (AnnotateNewMemory is a no-op in it), so each
+// block runs on an OS thread of its own: its fiber stacks are new mappings and
+// its TLS block a new allocation, which TSan sees as written by that thread
+// before it creates the block's fibers. The TLS block is allocated here, by the
+// block's scheduler, so that no CUDA thread's fiber "writes" it first.
+struct TlsModule {
+  void* base;
+  size_t modid, size;
+};
+std::mutex tls_modules_mutex;
+std::vector<TlsModule> tls_modules;
+
+int find_tls_size(struct dl_phdr_info* info, size_t, void* data) {
+  TlsModule* m = static_cast<TlsModule*>(data);
+  if ((void*)info->dlpi_addr != m->base || info->dlpi_tls_modid != m->modid) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i)
+    if (info->dlpi_phdr[i].p_type == PT_TLS) m->size = info->dlpi_phdr[i].p_memsz;
+  return 1;
+}
+
+TlsModule tls_module_of(void* fn) {
+  std::lock_guard<std::mutex> lock(tls_modules_mutex);
+  Dl_info info;
+  if (!dladdr(fn, &info)) return TlsModule{nullptr, 0, 0};
+  for (const TlsModule& m : tls_modules)
+    if (m.base == info.dli_fbase) return m;
+  TlsModule m{info.dli_fbase, 0, 0};
+  if (void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)) {
+    struct link_map* map = nullptr;
+    if (dlinfo(handle, RTLD_DI_TLS_MODID, &m.modid) == 0 && m.modid != 0 && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0) {
+      m.base = (void*)map->l_addr;
+      dl_iterate_phdr(find_tls_size, &m);
+      m.base = info.dli_fbase;
+    }
+    dlclose(handle);
+  }
+  tls_modules.push_back(m);
+  return m;
+}
+
+void race_block_begin(Worker* w) {
+  if (!w->tsan_self) w->tsan_self = __tsan_get_current_fiber();
+  w->block_sync = static_cast<char*>(malloc(2));  // fresh: no ordering carried over from the last block
+  TlsModule m = tls_module_of(reinterpret_cast<void*>(w->job->fn));
+  if (m.modid != 0 && m.size != 0) {
+    struct { unsigned long module, offset; } index{m.modid, 0};
+    __tls_get_addr(&index);
+  }
+}
+
+void race_block_end(Worker* w) {
+  for (Fiber& f : w->fibers) {
+    if (f.tsan) __tsan_destroy_fiber(f.tsan);
+    f.tsan = nullptr;
+  }
+  free(w->block_sync);
+  w->block_sync = nullptr;
+}
+#endif
+
+// Run threads `order[from..]` of the block as plain calls, one at a time (the
+// fast path when their order is shuffled).
+void run_plain_in_order(Worker* w, unsigned int from) {
+  for (unsigned int k = from; k < w->order.size(); ++k) {
+    set_thread(w, w->order[k]);
+    if (!enter_kernel(w)) {
+      w->failed = true;
+      return;
+    }
+    w->job->fn(w->job->args, &w->index);
+    leave_kernel(w);
+  }
+}
+
+void run_block_threads(Worker* w, uint64_t linear) {
   Job* job = w->job;
   const dim3 g = job->grid, b = job->block;
   w->index.block = dim3{(unsigned)(linear % g.x), (unsigned)((linear / g.x) % g.y), (unsigned)(linear / ((uint64_t)g.x * g.y))};
@@ -590,7 +761,7 @@ void run_block(Worker* w, uint64_t linear) {
   w->plain_mode = false;
   w->index.block_changed = 1;
 
-  if (n == 1) {
+  if (n == 1 && !kRace) {
     // One thread: its barriers return at once (the emulation header), so it
     // runs as a plain call on this worker's own stack, with no fiber at all.
     stat_plain_blocks.fetch_add(1, std::memory_order_relaxed);
@@ -611,16 +782,25 @@ void run_block(Worker* w, uint64_t linear) {
     w->index.block_changed = 0;
     return;
   }
+  // The order threads start in, and resume in after each barrier: 0..n-1, or
+  // a permutation drawn from (seed, launch, block) when shuffled.
+  const bool shuffled = shuffle_on.load(std::memory_order_relaxed);
+  uint64_t rng = shuffle_seed.load(std::memory_order_relaxed) ^ (job->launch_index * 0xD1B54A32D192ED03ull) ^
+                 (linear * 0x8CB92BA72F3D8DD7ull);
+  if (shuffled) shuffled_order(w->order, n, rng);
+  auto nth = [&](unsigned int k) { return shuffled ? w->order[k] : k; };
+
   char why[768];
-  if (!w->ensure_fibers(1, why, sizeof why)) {
+  // Fibers are indexed by thread: a shuffled block may start with any of them.
+  if (!w->ensure_fibers(kRace || shuffled ? n : 1, why, sizeof why)) {
     report(w, "%s", why);
     w->failed = true;
     return;
   }
-  start_fiber(w, 0);
+  start_fiber(w, nth(0));
   w->index.block_changed = 0;
   if (w->failed) return;
-  if (w->fibers[0].state == Fiber::DONE) {
+  if (!kRace && w->fibers[nth(0)].state == Fiber::DONE) {
     stat_plain_blocks.fetch_add(1, std::memory_order_relaxed);
     w->plain_mode = true;
     if (setjmp(w->plain_abort) != 0) {
@@ -629,7 +809,8 @@ void run_block(Worker* w, uint64_t linear) {
       if (w->event != Worker::NONE) report_event(w);
       return;  // the error is recorded; the rest of the block is abandoned
     }
-    run_plain_threads(w, n);
+    if (shuffled) run_plain_in_order(w, 1);
+    else run_plain_threads(w, n);
     w->plain_mode = false;
     return;
   }
@@ -640,24 +821,52 @@ void run_block(Worker* w, uint64_t linear) {
     w->failed = true;
     return;
   }
-  for (unsigned int t = 1; t < n; ++t) {
-    start_fiber(w, t);
+  for (unsigned int k = 1; k < n; ++k) {
+    start_fiber(w, nth(k));
     if (w->failed) return;
   }
   for (;;) {
     int predicate_sum = 0;
     if (!check_barrier(w, n, &predicate_sum)) return;
+    if (shuffled) shuffled_order(w->order, n, rng);
     bool any_waiting = false;
-    for (unsigned int t = 0; t < n; ++t) {
-      Fiber& f = w->fibers[t];
+    for (unsigned int k = 0; k < n; ++k) {
+      Fiber& f = w->fibers[nth(k)];
       if (f.state != Fiber::AT_BARRIER) continue;
       any_waiting = true;
       f.barrier_result = predicate_sum;
-      switch_to_fiber(w, t);
+      switch_to_fiber(w, nth(k));
       if (w->failed) return;
     }
     if (!any_waiting) return;
   }
+}
+
+Worker& this_thread_worker();
+
+void run_block(Worker* w, uint64_t linear) {
+#if defined(WD_RACE)
+  // A thread of its own per block (see race_block_begin), started by this
+  // worker: it knows what the worker knows (the launch start), nothing more.
+  Job* job = w->job;
+  bool failed = false;
+  std::thread block_thread([job, linear, &failed] {
+    sigset_t interrupt;
+    sigemptyset(&interrupt);
+    sigaddset(&interrupt, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &interrupt, nullptr);
+    Worker& me = this_thread_worker();
+    me.job = job;
+    race_block_begin(&me);
+    run_block_threads(&me, linear);
+    race_block_end(&me);
+    failed = me.failed;
+  });
+  block_thread.join();
+  w->failed = failed;
+#else
+  run_block_threads(w, linear);
+#endif
 }
 
 // ------------------------------------------------------------------ pool
@@ -722,6 +931,10 @@ class Pool {
     // rewards, flags, counters), which made a 20,000-env step of one-thread blocks 1.9x slower on two
     // workers than on one; a run of blocks also costs one claim instead of many.
     job.chunk = std::max<uint64_t>(1, total / ((uint64_t)n_threads_ * CHUNKS_PER_WORKER));
+    job.launch_index = job_args.launch_index;
+#if defined(WD_RACE)
+    __tsan_release(&launch_start_sync);
+#endif
 
     Worker& me = this_thread_worker();
     if (total == 1 || n_threads_ == 1) {
@@ -771,6 +984,9 @@ class Pool {
 
  private:
   int finish(Job& out) {
+#if defined(WD_RACE)
+    __tsan_acquire(&launch_done_sync);  // what every thread of the launch did happens before what follows it
+#endif
     if (interrupt_requested.load()) {
       out.error = std::string("kernel ") + job_.kernel + ": launch interrupted by SIGINT (Ctrl-C); it did not complete";
       if (job_.failed.load() && job_.error.find("SIGINT") != std::string::npos) out.error = job_.error;
@@ -839,6 +1055,9 @@ class Pool {
       seen = seq;
       if (stopping_.load()) return;
       me.job = &job_;
+#if defined(WD_RACE)
+      __tsan_acquire(&launch_start_sync);
+#endif
       run_claimed_blocks(&me, seq);
     }
   }
@@ -1006,7 +1225,15 @@ WD_EXPORT int wd_cpu_barrier(const char* file, int line, int predicate) {
   f.site_file = file;
   f.site_line = line;
   f.predicate = predicate;
+#if defined(WD_RACE)
+  // Everything before the barrier, in every thread, happens before everything after it.
+  void* sync = w->block_sync + (f.phase++ & 1);
+  __tsan_release(sync);
   yield_to_scheduler(w, f);
+  __tsan_acquire(sync);
+#else
+  yield_to_scheduler(w, f);
+#endif
   if (!enter_kernel(w)) abandon_fiber(w, Worker::INTERRUPTED);
   return f.barrier_result;
 }
@@ -1042,7 +1269,7 @@ WD_EXPORT int wd_cpu_launch(const char* kernel, wd_thread_fn fn, wd_threads_fn t
     return 1;
   }
   job.total_blocks.store(total);
-  stat_launches.fetch_add(1, std::memory_order_relaxed);
+  job.launch_index = stat_launches.fetch_add(1, std::memory_order_relaxed);
   Pool& p = get_pool();
   interrupt_requested.store(0, std::memory_order_relaxed);
   launching_tid.store(this_thread_worker().tid, std::memory_order_relaxed);
@@ -1110,6 +1337,15 @@ WD_EXPORT void wd_cpu_set_num_workers(int n) {
   delete pool;
   pool = new Pool(n > 0 ? n : default_workers());
 }
+
+// The shuffle (see the top of this file): on with `seed`, or off.
+WD_EXPORT void wd_cpu_set_shuffle(int on, unsigned long long seed) {
+  shuffle_seed.store(seed);
+  shuffle_on.store(on != 0);
+}
+
+// 1 in a runtime built for race mode (-DWD_RACE).
+WD_EXPORT int wd_cpu_race_mode() { return kRace ? 1 : 0; }
 
 // {launches, blocks run with fibers, blocks run on the plain fast path}
 WD_EXPORT void wd_cpu_stats(unsigned long long* out) {
