@@ -266,3 +266,46 @@ def test_altered_ptxas_report_is_rebuilt_not_believed(tmp_path, monkeypatch):
     fields["scaled"]["max_threads_per_block"] = 1
     report.write_text(json.dumps(fields))
     assert ptxas_resources([source])["scaled"] == true
+
+
+EDIT_DURING_BUILD = """
+import sys, torch
+from pathlib import Path
+from warp_drive.backends import build_cache
+from warp_drive.backends.cpu import CpuBackend
+
+source, header, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+if mode == "edit":  # the header is saved while the compiler runs (after the build hashed its input)
+    real = build_cache.run_compiler
+    def run_compiler(cmd, what):
+        if any("module_" in part for part in cmd):  # the kernel library's compile, not the runtime's
+            header.write_text("#define VALUE 2000.0f\\n")
+        return real(cmd, what)
+    build_cache.run_compiler = run_compiler
+module = CpuBackend().build([source])
+out = torch.zeros(1)
+module.get_function("put")(out, grid=1, block=1)
+print(out.item(), module.from_cache)
+"""
+
+
+def test_an_edit_during_a_build_cannot_land_under_the_old_key(tmp_path):
+    """The library is built from the bytes the key hashed: a header saved while the
+    compiler runs neither changes this build nor poisons the next process's."""
+    source, header = tmp_path / "put.cu", tmp_path / "value.h"
+    source.write_text('#include "value.h"\nextern "C" __global__ void put(float* out) { out[0] = VALUE; }\n')
+    header.write_text("#define VALUE 1000.0f\n")
+    env = dict(os.environ, WARP_DRIVE_CACHE=str(tmp_path / "cache"))
+
+    def build(mode: str) -> tuple[float, bool]:
+        proc = subprocess.run([sys.executable, "-c", EDIT_DURING_BUILD, str(source), str(header), mode], env=env,
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        value, cached = proc.stdout.split()
+        return float(value), cached == "True"
+
+    assert build("edit") == (1000.0, False)  # built from the text it hashed, before the edit
+    assert header.read_text() == "#define VALUE 2000.0f\n"
+    assert build("plain") == (2000.0, False)  # the edited source: its own key, a new build
+    header.write_text("#define VALUE 1000.0f\n")
+    assert build("plain") == (1000.0, True)  # the original source: the cached library holds its code

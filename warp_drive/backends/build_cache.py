@@ -232,13 +232,15 @@ def write_atomically(target: Path, text: str) -> None:
         raise
 
 
-def preprocess_for_symbols(cxx: str, sources: Sequence[Path], include_flags: list[str], define_flags: list[str]) -> str:
+def preprocess_for_symbols(cxx: str, sources: Sequence[Path], include_flags: list[str], define_flags: list[str],
+                           compile_flags: Sequence[str] = ("-std=c++20",)) -> str:
     """The signature pass both executors share: the host preprocessor over the
     sources with the emulation header in ``WD_MARKER_PASS`` mode, which leaves
     markers for ``__global__``/``__constant__``/``__shared__`` that
-    ``signature.parse_symbols`` reads. Its output also keys the build cache."""
+    ``signature.parse_symbols`` reads. Its output also keys the build cache;
+    the cpu executor, passing its ``compile_flags``, compiles that very output."""
     unit = "".join(f'#include "{src}"\n' for src in sources)
-    cmd = [cxx, "-E", "-std=c++20", "-DWD_MARKER_PASS", *define_flags, "-include", str(EMULATION_HEADER),
+    cmd = [cxx, "-E", *compile_flags, "-DWD_MARKER_PASS", *define_flags, "-include", str(EMULATION_HEADER),
            *include_flags, "-x", "c++", "-"]
     try:
         proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)

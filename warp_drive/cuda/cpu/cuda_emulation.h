@@ -27,6 +27,9 @@
 
 #include <cmath>
 #include <cstddef>
+#include <tuple>  // these three for the tables the cpu executor generates after the sources
+#include <type_traits>
+#include <utility>
 
 // Defined for code that must know it runs here (debugging aids); the
 // GPU-shaped build (warp-drive's "cpu-gpu" backend) leaves it undefined, as
