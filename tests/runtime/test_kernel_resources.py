@@ -18,7 +18,10 @@ framework chooses on a GPU, computed by the framework's own code:
 Each must fit: at most the kernel's largest block, its registers (rounded up to
 256 per warp, warps in groups of 4 as the register file is split in four) times
 its warps within the 65,536 registers of a block, static shared memory within
-48 KiB, and no spills to local memory in a step kernel. A cooperative launch
+48 KiB, and no spills to local memory in a step kernel -- the figures of sm_90's
+row of ``ARCH_LIMITS`` in ``warp_drive/backends/resources.py``, the table the
+framework's own block sizes come from. ``test_build_gate.py`` runs the same
+checks for sm_75, sm_80, sm_120 and a ``-G`` build, reusing this file's helpers. A cooperative launch
 (an env over several blocks) must also have all its blocks resident at once
 on one H100 / H200, or the pycuda executor refuses it.
 
@@ -55,10 +58,13 @@ from warp_drive import log as wd_log  # noqa: E402
 from warp_drive import reset as wd_reset  # noqa: E402
 from warp_drive import sampler as wd_sampler  # noqa: E402
 from warp_drive.backends.resources import (  # noqa: E402
+    ARCH_LIMITS,
     DEFAULT_ARCH,
-    MAX_STATIC_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
     KernelResources,
+    block_registers,
+    blocks_per_sm,
+    launch_problems,
     parse_ptxas_report,
     ptxas_resources,
 )
@@ -70,45 +76,13 @@ from warp_drive.training.config import available_configs, load_config  # noqa: E
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 
-# sm_90 (CUDA's occupancy data for compute capability 9.0)
-REGISTERS_PER_BLOCK = 64 * 1024
-REGISTERS_PER_SM = 64 * 1024
-REGISTER_SUB_PARTITIONS = 4  # a warp's registers come from one quarter of the register file
-REGISTER_ALLOCATION_UNIT = 256  # registers, per warp
-WARP_SIZE = 32
-THREADS_PER_SM = 2048
-BLOCKS_PER_SM = 32
-SHARED_BYTES_PER_SM = 228 * 1024
-SHARED_BYTES_RESERVED_PER_BLOCK = 1024
-SHARED_ALLOCATION_UNIT = 128
-MULTIPROCESSORS = 132  # H100 SXM and H200, the GPUs this project is measured on
+# sm_90's row of the one table (CUDA's data for compute capability 9.0)
+REGISTERS_PER_BLOCK = ARCH_LIMITS[DEFAULT_ARCH].registers_per_block
+WARP_SIZE = ARCH_LIMITS[DEFAULT_ARCH].warp_size
+MULTIPROCESSORS = 132  # H100 SXM and H200, the GPUs this project is measured on (a GPU's fact, not the arch's)
 
 
 # --------------------------------------------------------------------------- register arithmetic
-def registers_per_warp(registers: int) -> int:
-    return -(-registers * WARP_SIZE // REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
-
-
-def block_registers(registers: int, threads: int) -> int:
-    """Registers a block of ``threads`` takes from the register file: whole warps,
-    each rounded up to the allocation unit, in groups of one warp per sub-partition."""
-    warps = -(-threads // WARP_SIZE)
-    warps = -(-warps // REGISTER_SUB_PARTITIONS) * REGISTER_SUB_PARTITIONS
-    return registers_per_warp(registers) * warps
-
-
-def blocks_per_sm(resources: KernelResources, threads: int, dynamic_shared: int = 0) -> int:
-    """How many blocks of ``threads`` one SM holds at once (CUDA's occupancy rules for sm_90)."""
-    warps = -(-threads // WARP_SIZE)
-    by_threads = THREADS_PER_SM // (warps * WARP_SIZE)
-    per_partition = REGISTERS_PER_SM // REGISTER_SUB_PARTITIONS // registers_per_warp(resources.registers or 1)
-    by_registers = per_partition * REGISTER_SUB_PARTITIONS // warps
-    shared = (resources.static_shared_bytes or 0) + dynamic_shared + SHARED_BYTES_RESERVED_PER_BLOCK
-    shared = -(-shared // SHARED_ALLOCATION_UNIT) * SHARED_ALLOCATION_UNIT
-    by_shared = SHARED_BYTES_PER_SM // shared
-    return min(BLOCKS_PER_SM, by_threads, by_registers, by_shared)
-
-
 def test_register_arithmetic_matches_the_resource_report():
     """The figures below agree with resources.py's own (the 121-register example of its docstring)."""
     assert block_registers(121, 512) == REGISTERS_PER_BLOCK
@@ -154,38 +128,43 @@ class _ReportedModule(Module):
 
 class OfflineGpu(Backend):
     """The pycuda executor as ``FunctionManager`` sees it, without a GPU: its
-    capabilities, CUDA's block limit, and each kernel's resources from ptxas."""
+    capabilities, CUDA's block limit, and each kernel's resources from ptxas for
+    ``arch`` (a ``-G`` build when ``debug``). ``resources_for`` maps a tuple of
+    source paths to their kernels' resources (default: one ptxas run per source
+    set, :func:`resources_of`)."""
 
-    name = f"offline {DEFAULT_ARCH}"
     capabilities = backend_class("pycuda").capabilities
     device = torch.device("cpu")
-    limits = DeviceLimits(max_threads_per_block=MAX_THREADS_PER_BLOCK, max_dynamic_shared_bytes=48 * 1024)
+
+    def __init__(self, arch: str = DEFAULT_ARCH, debug: bool = False, resources_for=None):
+        self.arch, self.debug = arch, debug
+        self.name = f"offline {arch}{' -G' if debug else ''}"
+        self.limits = DeviceLimits(max_threads_per_block=ARCH_LIMITS[arch].max_threads_per_block,
+                                   max_dynamic_shared_bytes=48 * 1024)
+        self.resources_for = resources_for or (lambda paths: resources_of(paths, arch, debug))
 
     def build(self, sources, include_dirs=(), defines=None) -> Module:
         paths = tuple(str(Path(s).resolve()) for s in sources)
-        return _ReportedModule([Path(p) for p in paths], resources_of(paths))
+        return _ReportedModule([Path(p) for p in paths], self.resources_for(paths))
 
 
 @functools.lru_cache(maxsize=None)
-def resources_of(sources: tuple[str, ...]) -> dict[str, KernelResources]:
+def resources_of(sources: tuple[str, ...], arch: str = DEFAULT_ARCH, debug: bool = False
+                 ) -> dict[str, KernelResources]:
     """ptxas's figures for one source set: one nvcc run, cached on disk afterwards."""
-    return ptxas_resources([Path(s) for s in sources], arch=DEFAULT_ARCH)
+    return ptxas_resources([Path(s) for s in sources], arch=arch, debug=debug)
 
 
 OFFLINE_GPU = OfflineGpu()
 
 
-def check_fits(kernel: str, resources: KernelResources, threads: int, step: bool) -> list[str]:
-    """What keeps a block of ``threads`` of ``kernel`` from launching (empty: it launches)."""
-    problems = []
+def check_fits(kernel: str, resources: KernelResources, threads: int, step: bool,
+               arch: str = DEFAULT_ARCH) -> list[str]:
+    """What keeps a block of ``threads`` of ``kernel`` from launching on ``arch``
+    (empty: it launches): ``launch_problems`` over the architecture's row of the
+    table, and spills in a step kernel."""
+    problems = launch_problems(kernel, resources, threads, arch)
     what = f"kernel {kernel} at {threads} threads per block ({resources.describe()})"
-    if threads > resources.max_threads_per_block:
-        problems.append(f"{what}: more threads than its largest block")
-    used = block_registers(resources.registers, threads)
-    if used > REGISTERS_PER_BLOCK:
-        problems.append(f"{what}: {used} registers, over the {REGISTERS_PER_BLOCK} of a block")
-    if (resources.static_shared_bytes or 0) > MAX_STATIC_SHARED_BYTES:
-        problems.append(f"{what}: static shared memory over {MAX_STATIC_SHARED_BYTES} bytes")
     if step and (resources.spill_store_bytes or resources.spill_load_bytes):
         problems.append(f"{what}: spills to local memory ({resources.spill_store_bytes} bytes stored, "
                         f"{resources.spill_load_bytes} loaded per thread); bound the block with __launch_bounds__ "
@@ -266,29 +245,37 @@ def documented_points() -> list[tuple]:
 POINTS = documented_points()
 
 
+@functools.lru_cache(maxsize=None)
+def env_of(env_name: str, config_json: str):
+    """One env per (name, config), shared by every point and test that reads it
+    (PandemicEconomy takes seconds to construct; nothing here changes an env)."""
+    return make_env(env_name, json.loads(config_json))
+
+
 def _point_id(point: tuple) -> str:
     source, env_name, config, num_envs = point
     try:  # constructors only set up NumPy arrays; a broken one fails its own tests, not collection
-        agents = f"{make_env(env_name, json.loads(config)).num_agents}"
+        agents = f"{env_of(env_name, config).num_agents}"
     except Exception:  # noqa: BLE001
         agents = "?"
     return f"{source}: {num_envs} envs x {agents} agents".replace("×", "x")
 
 
 @functools.lru_cache(maxsize=None)
-def gpu_step_launch(env_name: str, config_json: str, num_envs: int):
-    """(env, kernel resources, grid, block, cooperative) of the env's step as the framework launches it on a GPU."""
-    env = make_env(env_name, json.loads(config_json))
+def gpu_step_launch(env_name: str, config_json: str, num_envs: int, gpu: OfflineGpu = OFFLINE_GPU):
+    """(env, kernel resources, grid, block, cooperative) of the env's step as the
+    framework launches it on ``gpu`` (an offline GPU of some architecture)."""
+    env = env_of(env_name, config_json)
     env_class = type(env)
     source = env_class.cuda_source_path()
     if env_class.thread_layout == THREADS_PER_ENV:  # EnvWrapper._bind_step
         block = min(FLAT_BLOCK, num_envs)
         grid, block, cooperative = (math.ceil(num_envs / block), 1, 1), (block, 1, 1), False
     else:
-        fm = FunctionManager(num_envs, env.num_agents, backend=OFFLINE_GPU)
+        fm = FunctionManager(num_envs, env.num_agents, backend=gpu)
         fm.compile_and_load(source)
         grid, block, cooperative = fm.env_geometry(env_class.step_kernel, env_class.thread_layout)
-    resources = resources_of((str(source.resolve()),))[env_class.step_kernel]
+    resources = gpu.resources_for((str(source.resolve()),))[env_class.step_kernel]
     return env, resources, grid, block, cooperative
 
 

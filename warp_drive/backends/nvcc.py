@@ -26,6 +26,20 @@ from warp_drive.backends.signature import ModuleSymbols, parse_symbols
 # nvcc flags besides -arch, includes and defines. --fmad=false: no FMA
 # contraction, so float results match the cpu executor (-ffp-contract=off).
 NVCC_FLAGS = ["-cubin", "--fmad=false", "-std=c++17", "-lineinfo"]
+# -G carries its own line table; nvcc warns when -lineinfo comes with it.
+DEBUG_NVCC_FLAGS = [*(flag for flag in NVCC_FLAGS if flag != "-lineinfo"), "-G"]
+DEBUG_ENV = "WARP_DRIVE_NVCC_DEBUG"
+
+
+def debug_requested() -> bool:
+    """True when ``$WARP_DRIVE_NVCC_DEBUG`` asks for ``-G`` builds (``1``, ``true``, ``yes``, ``on``)."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def nvcc_flags(debug: bool = False) -> list[str]:
+    """nvcc's flags besides -arch, includes and defines: :data:`NVCC_FLAGS`, or
+    :data:`DEBUG_NVCC_FLAGS` for a debug build."""
+    return list(DEBUG_NVCC_FLAGS if debug else NVCC_FLAGS)
 
 
 def unit_source(sources: Sequence[Path]) -> str:
@@ -37,10 +51,11 @@ def unit_source(sources: Sequence[Path]) -> str:
 
 
 def nvcc_command(nvcc: str, unit: Path, include_dirs: Sequence[str | Path], defines: dict[str, str] | None,
-                 arch: str, out: Path) -> list[str]:
+                 arch: str, out: Path, debug: bool = False) -> list[str]:
     """The nvcc command line that builds ``unit`` into a loadable cubin for ``arch`` (e.g. ``sm_90``)."""
     include_flags, define_flags = build_cache.include_and_define_flags(include_dirs, defines)
-    return [nvcc, *NVCC_FLAGS, f"-arch={arch}", *include_flags, *define_flags, "-x", "cu", str(unit), "-o", str(out)]
+    return [nvcc, *nvcc_flags(debug), f"-arch={arch}", *include_flags, *define_flags, "-x", "cu", str(unit),
+            "-o", str(out)]
 
 
 def nvcc_depend_command(nvcc: str, unit: Path, include_dirs: Sequence[str | Path], defines: dict[str, str] | None,
@@ -118,6 +133,8 @@ class CubinBuild:
     sources: list[Path]
     symbols: ModuleSymbols
     command: list[str]
+    arch: str = ""
+    debug: bool = False
 
     def compile(self) -> bool:
         """Produce ``target`` unless it is cached; True when it came from the cache."""
@@ -131,13 +148,32 @@ class CubinBuild:
 
 def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path],
                include_dirs: Sequence[str | Path] = (), defines: dict[str, str] | None = None,
-               cxx: str | None = None) -> CubinBuild:
-    """Preprocess, parse the kernel signatures and compute the cache key."""
+               cxx: str | None = None, debug: bool | None = None) -> CubinBuild:
+    """Preprocess, parse the kernel signatures and compute the cache key.
+    ``debug`` None: as ``$WARP_DRIVE_NVCC_DEBUG`` says (see :func:`debug_requested`)."""
+    if debug is None:
+        debug = debug_requested()
+    return plan_builds(toolchain, [(arch, debug)], sources, include_dirs, defines, cxx)[0]
+
+
+def plan_builds(toolchain: NvccToolchain, targets: Sequence[tuple[str, bool]], sources: Sequence[str | Path],
+                include_dirs: Sequence[str | Path] = (), defines: dict[str, str] | None = None,
+                cxx: str | None = None) -> list[CubinBuild]:
+    """One plan per ``(arch, debug)`` target for the same sources, reading them once.
+
+    The preprocessing, the signatures and the list of headers nvcc reads are
+    shared: the headers are listed for the first target's architecture (the
+    host-side preprocessing that lists them does not depend on it; the
+    architecture and the flags are part of every key).
+    """
+    if not targets:
+        return []
     paths = [Path(s).resolve() for s in sources]
     for path in paths:
         if not path.is_file():
             raise KernelBuildError(f"kernel source {path} does not exist")
-    toolchain.check_arch(arch)
+    for arch, _debug in targets:
+        toolchain.check_arch(arch)
     include_dirs = [Path(d).resolve() for d in include_dirs]
     include_flags, define_flags = build_cache.include_and_define_flags(include_dirs, defines)
     preprocessed = build_cache.preprocess_for_symbols(cxx or build_cache.host_compiler("reading kernel signatures"), paths, include_flags, define_flags)
@@ -152,7 +188,7 @@ def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path
     if not unit.exists() or unit.read_text() != unit_text:
         build_cache.write_atomically(unit, unit_text)
 
-    depend = build_cache.run_compiler(nvcc_depend_command(toolchain.nvcc, unit, include_dirs, defines, arch),
+    depend = build_cache.run_compiler(nvcc_depend_command(toolchain.nvcc, unit, include_dirs, defines, targets[0][0]),
                                       f"listing the headers of {', '.join(map(str, paths))}")
     digest = hashlib.sha256()
     for dep in parse_dependencies(depend):
@@ -161,8 +197,12 @@ def plan_build(toolchain: NvccToolchain, arch: str, sources: Sequence[str | Path
             digest.update(hashlib.sha256(Path(dep).read_bytes()).digest())
         except OSError:
             digest.update(b"<unreadable>")
-    key = build_cache.cache_key("pycuda", preprocessed, digest.hexdigest(), toolchain.identity, " ".join(NVCC_FLAGS),
-                                " ".join(include_flags), " ".join(define_flags), arch)
-    target = directory / f"module_{key}.cubin"
-    command = nvcc_command(toolchain.nvcc, unit, include_dirs, defines, arch, target)
-    return CubinBuild(key=key, target=target, unit=unit, sources=paths, symbols=symbols, command=command)
+    plans = []
+    for arch, debug in targets:
+        key = build_cache.cache_key("pycuda", preprocessed, digest.hexdigest(), toolchain.identity,
+                                    " ".join(nvcc_flags(debug)), " ".join(include_flags), " ".join(define_flags), arch)
+        target = directory / f"module_{key}.cubin"
+        command = nvcc_command(toolchain.nvcc, unit, include_dirs, defines, arch, target, debug)
+        plans.append(CubinBuild(key=key, target=target, unit=unit, sources=paths, symbols=symbols, command=command,
+                                arch=arch, debug=debug))
+    return plans
