@@ -19,6 +19,17 @@ extern "C" __global__ void spin_with_barrier(const int* stop, int* progress) {
   }
 }
 
+// Never returns, no barrier, and spends its time inside printf (in the C
+// library, where an interrupt does not abandon it): stopped as printf returns.
+extern "C" __global__ void spin_printing(const int* stop, int* progress) {
+  const volatile int* flag = stop;
+  unsigned int i = 0;
+  while (*flag == 0) {
+    printf("%.0s", "x");  // prints nothing
+    if (threadIdx.x == 0 && (++i & 0xffff) == 0) atomicAdd(progress, 1);
+  }
+}
+
 // Each thread writes its index, then reads its neighbour's after a barrier.
 extern "C" __global__ void neighbour_after_barrier(int* out, int n) {
   extern __shared__ int scratch[];

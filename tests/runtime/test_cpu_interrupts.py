@@ -88,6 +88,8 @@ def cache_env(tmp_path_factory):
     ("spin_forever", 1, 32, 1, "runs"),          # thread 0 on a fiber, no barrier
     ("spin_with_barrier", 4, 32, 2, "runs"),     # every worker stops at its next barrier
     ("spin_forever", 4, 32, 2, "refused"),       # the other worker's block cannot be stopped
+    ("spin_printing", 1, 1, 1, "runs"),          # inside libc's printf: stopped as printf returns
+    ("spin_printing", 4, 32, 2, "runs"),         # ... on every worker
 ])
 def test_ctrl_c_ends_an_endless_launch_with_keyboard_interrupt(cache_env, kernel, grid, block, workers, next_launch):
     proc = child(INTERRUPT_SCRIPT, workers, kernel, grid, block, env=cache_env)

@@ -40,6 +40,12 @@ Interrupts and limits (see the top of ``runtime.cpp``):
   refuses launches (KernelLaunchError) until they return. The handlers are
   (re)installed whenever a cpu backend is made or builds; one installed after
   that (``signal.signal(SIGINT, ...)``) takes over until the next build.
+* A kernel that divides an integer by zero (SIGFPE), or touches memory
+  outside every mapping (SIGSEGV, SIGBUS), fails its launch with
+  KernelLaunchError naming the kernel, block, thread and source line; after a
+  memory fault the executor refuses launches until the process restarts (the
+  kernel may have written anywhere first), as a CUDA context does. A fault
+  inside a C library call the kernel made (printf, memcpy) is not caught.
 * Each thread of a block that reaches ``__syncthreads()`` runs on a fiber with
   a ``WARP_DRIVE_CPU_STACK_KB`` (default 128) stack and a guard page. A fiber
   that overflows its stack fails the launch with KernelLaunchError naming the
@@ -66,6 +72,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import subprocess
 import weakref
 from pathlib import Path
@@ -114,7 +121,9 @@ COMMON_FLAGS = ["-std=c++20", "-fPIC", "-shared", "-pthread", "-ffp-contract=off
                 "-Wno-unused-function", "-Wno-unused-variable", "-fno-semantic-interposition", "-mtls-dialect=gnu2", "-Wl,-Bsymbolic",
                 # A frame larger than a page probes each page, so a fiber's overflow
                 # hits its guard page instead of jumping over it into other memory.
-                "-fstack-clash-protection"]
+                "-fstack-clash-protection",
+                # Device printf is the emulation header's (it honours Ctrl-C): never turned into puts/putchar.
+                "-fno-builtin-printf"]
 
 _RUNTIME: tuple[str, ctypes.CDLL] | None = None  # (flavour, library): one per process
 _RACE_LOG: "race.ReportLog | None" = None  # race mode: where TSan's reports go (one per process)
@@ -132,6 +141,26 @@ def _compiler_identity(cxx: str) -> str:
         return subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     except Exception:  # pragma: no cover - identity only feeds the cache key
         return cxx
+
+
+_CODE_ADDRESS = re.compile(r"\[pc (/\S+?)\+0x([0-9a-f]+)\]")
+
+
+def _with_source_lines(message: str) -> str:
+    """The runtime names a faulting instruction as ``[pc <library>+0x<offset>]``:
+    give the kernel's file:line instead (addr2line over the library's debug
+    info; the library is built with -g), or leave it as it is."""
+    def resolve(match: re.Match) -> str:
+        try:
+            out = subprocess.run(["addr2line", "-e", match.group(1), "-f", "-i", "0x" + match.group(2)],
+                                 capture_output=True, text=True, timeout=10).stdout.split("\n")
+        except (OSError, subprocess.SubprocessError):
+            return match.group(0)
+        if len(out) < 2 or out[1].startswith("??"):
+            return match.group(0)
+        return out[1].split(" (discriminator")[0]
+
+    return _CODE_ADDRESS.sub(resolve, message)
 
 
 class CpuBoundLaunch(BoundLaunch):
@@ -341,6 +370,8 @@ class CpuBackend(Backend):
                     "other modes cannot be mixed in one process (set the mode before the first use of the cpu backend)"
                 )
             return _RUNTIME[1]
+        from warp_drive import env_vars  # the runtime reads these two with atoi/atol: checked before it loads
+        env_vars.check("WARP_DRIVE_CPU_THREADS", "WARP_DRIVE_CPU_STACK_KB")
         if flavour == "race":
             race.require_tsan_loaded()
         flags = COMMON_FLAGS + RUNTIME_FLAGS[flavour]
@@ -420,7 +451,7 @@ class CpuBackend(Backend):
             exc.add_note(self._error.value.decode(errors="replace"))
 
     def _launch_failed(self, rc: int, argv_address: int) -> None:
-        message = self._error.value.decode(errors="replace")
+        message = _with_source_lines(self._error.value.decode(errors="replace"))
         if rc in (_INTERRUPTED, _ABANDONED):
             try:
                 # Python's SIGINT handler, if it has not run yet (KeyboardInterrupt

@@ -20,6 +20,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,7 @@ struct wd_symbol_entry {
   unsigned long long size;
 };
 int wd_cpu_barrier(const char* file, int line, int predicate);
+void wd_cpu_poll_interrupt(void);
 __attribute__((noreturn)) void wd_cpu_device_fail(const char* what, const char* file, int line);
 }
 
@@ -168,6 +170,20 @@ extern "C" __attribute__((noreturn)) void __assert_fail(const char* expr, const 
                                                         const char* function) noexcept {
   (void)function;
   wd_cpu_device_fail(expr, file, (int)line);
+}
+
+// Device printf: libc's, then a look for Ctrl-C. A kernel looping through
+// printf spends its time inside libc, where the runtime's SIGINT handler never
+// abandons it (libc's locks); here, back in kernel code, it can. Defined in
+// the kernel library like __assert_fail above (built -fno-builtin-printf, so
+// every printf call comes here).
+extern "C" int printf(const char* __restrict format, ...) {
+  va_list args;
+  va_start(args, format);
+  const int written = vprintf(format, args);
+  va_end(args);
+  wd_cpu_poll_interrupt();
+  return written;
 }
 
 // ---------------------------------------------------------------- atomics

@@ -27,8 +27,18 @@
 //     KeyboardInterrupt. Blocks other workers run in a loop with no barrier
 //     cannot be stopped: after a short grace the launch returns anyway, and the
 //     executor refuses launches (naming the kernel) until those blocks return.
-//     Kernel code interrupted inside a C library call (printf) is not
-//     abandoned there (it may hold libc's locks); it stops at its next barrier.
+//     Kernel code interrupted inside a C library call is not abandoned there
+//     (it may hold libc's locks); it stops at its next barrier, or, for device
+//     printf (the emulation header's, which calls wd_cpu_poll_interrupt after
+//     libc's), as the call returns -- on any worker.
+//   * Faults in kernel code (x86-64, not under a sanitizer): an integer division
+//     by zero (SIGFPE), a bus error (SIGBUS) or an access outside every mapping
+//     (SIGSEGV) while a thread runs kernel code abandons its block, and the
+//     launch fails naming the kernel, block, thread, the faulting address and
+//     the code's address (Python turns it into file:line). After a SIGSEGV or
+//     SIGBUS the executor refuses further launches: the kernel may have written
+//     anywhere before it faulted (a CUDA context is unusable after an illegal
+//     address too). Faults outside kernel code go to the handlers there before.
 //   * A fiber that runs past its stack hits a guard page; a SIGSEGV handler on
 //     an alternate signal stack recognises that page, abandons the block and
 //     the launch fails naming the kernel and WARP_DRIVE_CPU_STACK_KB. Fibers
@@ -59,6 +69,7 @@
 #undef _FORTIFY_SOURCE  // longjmp out of signal handlers across stacks, on purpose
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <link.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -297,9 +308,12 @@ struct Worker {
   volatile sig_atomic_t in_kernel = 0;
   volatile sig_atomic_t on_fiber = 0;  // a fiber (not the scheduler) runs on this thread
   // What a signal handler did, reported (it may not allocate) once back here.
-  enum Event { NONE, INTERRUPTED, STACK_OVERFLOW };
+  enum Event { NONE, INTERRUPTED, STACK_OVERFLOW, FAULT };
   volatile sig_atomic_t event = NONE;
   unsigned int event_thread = 0;
+  int fault_signal = 0, fault_code = 0;  // a FAULT event: the signal, its si_code
+  void* fault_address = nullptr;          // the memory address (SIGSEGV/SIGBUS)
+  void* fault_pc = nullptr;               // the faulting instruction
   long tid = 0;
   int slot = -1;
   void* altstack = nullptr;
@@ -491,6 +505,40 @@ unsigned int linear_thread(const Worker* w) {
 
 void thread_name(char* out, size_t n, Worker* w, unsigned int t);
 
+std::atomic<bool> poisoned{false};  // a kernel faulted on memory: no more launches in this process
+char poisoned_by[320] = "";
+
+// "in <library>+0x<offset>" of a code address, which Python resolves to file:line.
+void describe_pc(char* out, size_t n, void* pc) {
+  Dl_info info;
+  if (dladdr(pc, &info) && info.dli_fname && info.dli_fbase)
+    snprintf(out, n, "[pc %s+0x%lx]", info.dli_fname, (unsigned long)((char*)pc - (char*)info.dli_fbase));
+  else
+    snprintf(out, n, "[pc %p]", pc);
+}
+
+void describe_fault(Worker* w, const char* me) {
+  char where[PATH_MAX + 64];
+  describe_pc(where, sizeof where, w->fault_pc);
+  if (w->fault_signal == SIGFPE) {
+    const char* what = w->fault_code == FPE_INTDIV ? "integer division by zero"
+                       : w->fault_code == FPE_INTOVF ? "integer overflow (INT_MIN / -1)"
+                                                     : "arithmetic fault";
+    report(w, "thread %s: %s (SIGFPE) at %s; on a GPU it gives an undefined value instead of stopping -- guard the "
+           "divisor", me, what, where);
+    return;
+  }
+  const char* what = w->fault_signal == SIGBUS ? "bus error (SIGBUS: misaligned or truncated memory)"
+                                               : "invalid memory access (SIGSEGV: no memory at that address)";
+  report(w, "thread %s: %s at address %p, at %s -- an index past the end of an array, or a bad pointer; the "
+         "cpu executor refuses further launches in this process (the kernel may have written out of bounds before), "
+         "as a CUDA context does after an illegal address: fix the kernel or its inputs and restart", me, what,
+         w->fault_address, where);
+  snprintf(poisoned_by, sizeof poisoned_by, "kernel %s faulted (%s) in an earlier launch", w->job->kernel,
+           w->fault_signal == SIGBUS ? "SIGBUS" : "SIGSEGV");
+  poisoned.store(true);
+}
+
 // What a signal handler did on this thread, reported now that allocating is safe.
 void report_event(Worker* w) {
   int event = w->event;
@@ -498,7 +546,9 @@ void report_event(Worker* w) {
   w->event = Worker::NONE;
   char me[64];
   thread_name(me, sizeof me, w, w->event_thread);
-  if (event == Worker::STACK_OVERFLOW) {
+  if (event == Worker::FAULT) {
+    describe_fault(w, me);
+  } else if (event == Worker::STACK_OVERFLOW) {
     report(w,
            "thread %s overflowed its fiber stack of %zu KiB (it hit the guard page below the stack): the kernel's "
            "local variables and calls need more stack per thread; set WARP_DRIVE_CPU_STACK_KB to more than %ld "
@@ -1094,8 +1144,12 @@ Pool& get_pool() {
 
 
 // ------------------------------------------------------------------ signals
-struct sigaction previous_sigint, previous_segv;
-bool sigint_installed = false, segv_installed = false;
+struct sigaction previous_sigint;
+bool sigint_installed = false;
+// The faults handled in kernel code, and what was installed for each before us.
+constexpr int kFaultSignals[3] = {SIGSEGV, SIGBUS, SIGFPE};
+struct sigaction previous_fault[3];
+int fault_slot(int sig) { return sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2; }
 uintptr_t libc_text_lo[8], libc_text_hi[8];
 int libc_text_ranges = 0;
 
@@ -1178,26 +1232,35 @@ extern "C" void wd_sigint_handler(int sig, siginfo_t* info, void* context) {
 }
 
 #if defined(WD_CAN_ESCAPE)
-extern "C" void wd_sigsegv_handler(int sig, siginfo_t* info, void* context) {
+extern "C" void wd_fault_handler(int sig, siginfo_t* info, void* context) {
   Worker* w = find_worker(current_tid());
-  if (info->si_code > 0 && w && w->on_fiber && !w->plain_mode && w->current < w->fibers.size()) {
+  if (sig == SIGSEGV && info->si_code > 0 && w && w->on_fiber && !w->plain_mode && w->current < w->fibers.size()) {
     Fiber& f = w->fibers[w->current];
     char* addr = (char*)info->si_addr;
     if (addr >= f.stack_low - page_size() && addr < f.stack_low) abandon_from_handler(w, Worker::STACK_OVERFLOW, context);
+  }
+  // A fault raised by kernel code itself (si_code > 0: not sent by kill), not
+  // inside a C library call it made (which may hold libc's locks).
+  if (info->si_code > 0 && w && w->in_kernel && !pc_in_libc(context)) {
+    w->fault_signal = sig;
+    w->fault_code = info->si_code;
+    w->fault_address = info->si_addr;
+    w->fault_pc = (void*)((ucontext_t*)context)->uc_mcontext.gregs[REG_RIP];
+    abandon_from_handler(w, Worker::FAULT, context);
   }
   // Not ours: what was there before (Python's faulthandler, or the default
   // action). A handler that chains back to us (one installed after us, then
   // ours again in front of it) ends in the default action, not a loop.
   static volatile sig_atomic_t chaining = 0;
-  if (!chaining && (previous_segv.sa_flags & SA_SIGINFO
-                        ? previous_segv.sa_sigaction != nullptr
-                        : (previous_segv.sa_handler != SIG_DFL && previous_segv.sa_handler != SIG_IGN))) {
+  const struct sigaction& previous = previous_fault[fault_slot(sig)];
+  if (!chaining && (previous.sa_flags & SA_SIGINFO ? previous.sa_sigaction != nullptr
+                                                  : (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN))) {
     chaining = 1;
-    call_previous(previous_segv, sig, info, context);
+    call_previous(previous, sig, info, context);
     chaining = 0;
     return;
   }
-  signal(SIGSEGV, SIG_DFL);  // returning re-runs the faulting instruction: the default action
+  signal(sig, SIG_DFL);  // returning re-runs the faulting instruction: the default action
 }
 #endif
 
@@ -1238,6 +1301,22 @@ WD_EXPORT int wd_cpu_barrier(const char* file, int line, int predicate) {
   return f.barrier_result;
 }
 
+// Called by kernel code after each device printf: a Ctrl-C that came while the
+// kernel was inside the C library (where the handler leaves it) ends it here.
+WD_EXPORT void wd_cpu_poll_interrupt() {
+  if (!interrupt_requested.load(std::memory_order_relaxed)) return;
+  Worker* w = tl_worker;
+  if (!w || !w->job) return;
+  w->in_kernel = 0;
+  if (w->plain_mode) {
+    w->event = Worker::INTERRUPTED;
+    w->event_thread = linear_thread(w);
+    w->failed = true;
+    longjmp(w->plain_abort, 1);
+  }
+  abandon_fiber(w, Worker::INTERRUPTED);
+}
+
 WD_EXPORT void wd_cpu_device_fail(const char* what, const char* file, int line) {
   Worker* w = tl_worker;
   w->in_kernel = 0;
@@ -1264,6 +1343,11 @@ WD_EXPORT int wd_cpu_launch(const char* kernel, wd_thread_fn fn, wd_threads_fn t
   job.block = dim3{block[0], block[1], block[2]};
   uint64_t total = (uint64_t)grid[0] * grid[1] * grid[2];
   uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+  if (poisoned.load()) {
+    snprintf(error, error_size, "kernel %s: the cpu executor is unusable: %s, which may have written outside its "
+             "arrays; restart the process", kernel, poisoned_by);
+    return 1;
+  }
   if (total == 0 || threads == 0 || total >= 0xffffffffull || threads >= 0xffffffffull) {
     snprintf(error, error_size, "kernel %s: invalid launch geometry", kernel);
     return 1;
@@ -1311,16 +1395,17 @@ WD_EXPORT int wd_cpu_install_signal_handlers() {
     if (ours || (handled && sigint_installed)) out |= 1;
   }
 #if defined(WD_CAN_ESCAPE)
-  if (sigaction(SIGSEGV, nullptr, &now) == 0) {
-    bool ours = (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == wd_sigsegv_handler;
-    if (!ours) {
+  for (int i = 0; i < 3; ++i) {
+    const int sig = kFaultSignals[i];
+    if (sigaction(sig, nullptr, &now) != 0) continue;
+    if (!((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == wd_fault_handler)) {
       struct sigaction mine{};
-      mine.sa_sigaction = wd_sigsegv_handler;
+      mine.sa_sigaction = wd_fault_handler;
       mine.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
       sigemptyset(&mine.sa_mask);
-      if (sigaction(SIGSEGV, &mine, &previous_segv) == 0) segv_installed = true;
+      if (sigaction(sig, &mine, &previous_fault[i]) != 0) continue;
     }
-    out |= 2;
+    if (sig == SIGSEGV) out |= 2;
   }
 #endif
   return out;
