@@ -25,12 +25,18 @@ front of ``sys.meta_path``. It
 checkout's folder through ``sys.path``; ``example_envs/__init__.py`` then hands
 over to ``warp_drive.example_envs`` (see there). In an installed wheel without a
 checkout on ``sys.path``, the old name resolves once ``warp_drive`` is imported.
+
+A package of the user's own named ``example_envs`` that ``sys.path`` finds
+first is left alone: the alias steps aside for every ``example_envs[.sub]``
+import, before or after ``warp_drive`` is imported (the project's envs stay
+importable as ``warp_drive.example_envs``).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -71,9 +77,26 @@ class _AliasLoader(importlib.abc.Loader):
         module.__spec__ = self.canonical_spec
 
 
+def _users_own_package() -> bool:
+    """True when ``example_envs`` on ``sys.path`` is another package than ours (a
+    user's own, which must win whether imported before or after warp_drive)."""
+    loaded = sys.modules.get(ALIAS)
+    if loaded is not None:
+        return getattr(loaded, "__name__", None) != CANONICAL
+    spec = importlib.machinery.PathFinder.find_spec(ALIAS)
+    if spec is None or spec.origin is None:
+        return False
+    try:
+        return Path(spec.origin).resolve().parent != example_envs_dir().resolve()
+    except ModuleNotFoundError:
+        return True
+
+
 class _ExampleEnvsFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == ALIAS or name.startswith(ALIAS + "."):
+            if _users_own_package():
+                return None  # the normal path-based import finds the user's package
             canonical = "warp_drive." + name
             # No is_package: the spec must not give a plain module a __path__;
             # a package keeps the __path__ it already has.

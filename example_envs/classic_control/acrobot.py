@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
 from warp_drive.portable_math import cos32, sincos32
 
 MAX_VEL_1 = F32(4 * np.pi)

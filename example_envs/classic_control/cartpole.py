@@ -18,7 +18,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv
+from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv
 from warp_drive.portable_math import sincos32
 
 _CARTPOLE_PARAMS = {

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
 from warp_drive.portable_math import cos32
-from example_envs.classic_control.mountain_car import (
+from .mountain_car import (
     mountain_car_drawing,
     mountain_car_observation_space,
     mountain_car_start_states,

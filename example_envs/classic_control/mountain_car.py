@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
 from warp_drive.portable_math import cos32
 
 _MOUNTAIN_CAR_PARAMS = {

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from example_envs.classic_control.base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
 from warp_drive.portable_math import sin32, sincos32
 
 _PENDULUM_PARAMS = {

@@ -1,6 +1,6 @@
 """PandemicEconomy: a synthetic pandemic-and-economy systems benchmark (S regions and a planner), class + CUDA C
 step kernel (registered as a built-in env, ``warp_drive.registry.BUILTIN_ENVS``)."""
 
-from example_envs.pandemic_economy.pandemic_economy import PandemicEconomy
+from .pandemic_economy import PandemicEconomy
 
 __all__ = ["PandemicEconomy"]

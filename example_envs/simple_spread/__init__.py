@@ -1,5 +1,5 @@
 """SimpleSpread: MPE's cooperative navigation (JaxMARL's ``MPE_simple_spread_v3``), class + CUDA C step kernel."""
 
-from example_envs.simple_spread.simple_spread import SimpleSpread
+from .simple_spread import SimpleSpread
 
 __all__ = ["SimpleSpread"]

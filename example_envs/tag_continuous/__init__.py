@@ -1,5 +1,5 @@
 """Continuous Tag: taggers chase runners on a square (class + CUDA C step kernel)."""
 
-from example_envs.tag_continuous.tag_continuous import TagContinuous
+from .tag_continuous import TagContinuous
 
 __all__ = ["TagContinuous"]

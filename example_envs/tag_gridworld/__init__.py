@@ -1,5 +1,5 @@
 """Discrete Tag: taggers chase a runner on a grid (class + CUDA C step kernel)."""
 
-from example_envs.tag_gridworld.tag_gridworld import TagGridWorld
+from .tag_gridworld import TagGridWorld
 
 __all__ = ["TagGridWorld"]
