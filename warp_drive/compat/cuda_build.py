@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import re
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,76 @@ def build_warpdrive_source(function_manager, source, *, defines: dict | None = N
         dirs.append(user_path.parent)
     return function_manager.compile_and_load(wrapper, include_dirs=dirs,
                                              defines=merged_defines(function_manager, defines))
+
+
+# --------------------------------------------------------------------------- _compile, then load the "binary"
+
+MANIFEST_MAGIC = "// warp_drive build manifest 1 (CUDAFunctionManager._compile)"
+# WarpDrive's core services, which its test_build.cu included: built in here.
+_CORE_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<](?:\./)?(?:core_service\.h|core/[^">]*)[">][^\n]*$', re.M)
+# The sizes WarpDrive's test_build.cu fixed as constants; the compat header defines them here.
+_SIZE_CONSTANT = re.compile(r"^[ \t]*const[ \t]+int[ \t]+(wkNumberEnvs|wkNumberAgents|wkBlocksPerEnv)[ \t]*=[ \t]*(\d+)[ \t]*;",
+                            re.M)
+_SIZE_OF = {"wkNumberEnvs": "num_envs", "wkNumberAgents": "num_agents", "wkBlocksPerEnv": "blocks_per_env"}
+
+
+def write_build_manifest(main_file, target) -> Path:
+    """WarpDrive's ``_compile(main_file, cubin_file)``: ``target`` records the source to build.
+
+    WarpDrive ran nvcc into ``target``; here kernels run on two executors and a
+    host library cannot come from a cubin, so the "binary" is a small text file
+    naming ``main_file``, and :func:`load_build_manifest` builds that source on
+    whichever executor loads it (through the build cache: the first load
+    compiles, later ones are cache hits)."""
+    main = Path(main_file).expanduser().resolve()
+    if not main.is_file():
+        raise FileNotFoundError(f"_compile: main_file {str(main_file)!r} is not a file; pass the .cu to build")
+    out = Path(target).expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"{MANIFEST_MAGIC}\nsource: {main}\n")
+    return out
+
+
+def resolved_main_source(main: Path, function_manager) -> str:
+    """``main``'s text as it builds here: WarpDrive's core includes dropped (the
+    core kernels are built in), its size constants checked against the function
+    manager's sizes and left to the compat header."""
+    text = main.read_text()
+    for name, value in _SIZE_CONSTANT.findall(text):
+        have = getattr(function_manager, _SIZE_OF[name])
+        if int(value) != int(have):
+            raise ValueError(
+                f"{main} fixes {name} = {value}, but the function manager has {_SIZE_OF[name]}={have}; make them "
+                f"agree (CUDAFunctionManager({_SIZE_OF[name]}={value}, ...)), as WarpDrive's binary baked the size in"
+            )
+    text = _SIZE_CONSTANT.sub(lambda m: f"// {m.group(1)}: from the compat header (= {m.group(2)})", text)
+    return _CORE_INCLUDE.sub("// WarpDrive's core services: built in here", text)
+
+
+class PrebuiltBinaryError(NotImplementedError, ValueError):
+    """A binary :func:`write_build_manifest` did not make (WarpDrive's shipped
+    ``test_build.fatbin``, any cubin from elsewhere): not loadable here."""
+
+
+def load_build_manifest(function_manager, path) -> Module:
+    """WarpDrive's ``load_cuda_from_binary_file(path)`` for a file :func:`write_build_manifest` wrote."""
+    path = Path(path).expanduser()
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise PrebuiltBinaryError(
+            f"load_cuda_from_binary_file: {str(path)!r} does not exist (WarpDrive's prebuilt test binaries are not "
+            "shipped); make it from its source with CUDAFunctionManager._compile(main_file, cubin_file) first, or "
+            "build the source directly: load_cuda_from_source_code(open(main_file).read())") from None
+    if not data.startswith(MANIFEST_MAGIC.encode()):
+        raise PrebuiltBinaryError(
+            f"load_cuda_from_binary_file({str(path)!r}): a prebuilt binary (cubin/fatbin) from elsewhere cannot be "
+            "loaded here: kernels' parameter lists are read from their source, and the cpu executor builds a host "
+            "library from it. Build the source instead: _compile(main_file, this path) then this call, or "
+            "load_cuda_from_source_code(open(main_file).read())"
+        )
+    source = Path(data.decode().splitlines()[1].removeprefix("source: "))
+    if not source.is_file():
+        raise FileNotFoundError(f"{path} was made by _compile from {source}, which no longer exists")
+    text = resolved_main_source(source, function_manager)
+    return build_warpdrive_source(function_manager, text, include_dirs=[source.parent])

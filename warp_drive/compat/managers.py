@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from warp_drive.backends import get_backend
-from warp_drive.compat.cuda_build import build_warpdrive_source
+from warp_drive.compat.cuda_build import build_warpdrive_source, load_build_manifest, write_build_manifest
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import FLOAT32, INT32, DataManager, _cast_checked, _tensor_to_numpy
 from warp_drive.function_manager import FunctionFeed, FunctionManager
@@ -209,22 +209,20 @@ class CUDAFunctionManager(FunctionManager):
         return build_warpdrive_source(self, code)
 
     def load_cuda_from_binary_file(self, cubin: str, default_functions_included: bool = True):
-        raise NotImplementedError(
-            f"load_cuda_from_binary_file({cubin!r}): prebuilt cubin/fatbin files are not loaded here, since the "
-            "same kernels also run on the cpu executor, which needs the source. Build from the source instead: "
-            "function_manager.load_cuda_from_source_code(open(path).read()), "
-            "warp_drive.compat.cuda_build.build_warpdrive_source(function_manager, 'step.cu'), or "
-            "compile_and_load_cuda(env_name) for an env whose .cu the EnvironmentRegistrar knows"
-        )
+        """Load what :meth:`_compile` made: its source, built on this executor
+        (see :func:`~warp_drive.compat.cuda_build.write_build_manifest`). A
+        prebuilt binary from elsewhere is refused, naming the fix."""
+        return load_build_manifest(self, cubin)
 
     @staticmethod
     def _compile(main_file=None, cubin_file=None, arch=None):
-        raise NotImplementedError(
-            "_compile writes no binaries here: builds go to a private build cache, keyed on the source and its "
-            "defines. Load the source directly: function_manager.load_cuda_from_source_code(code) or "
-            "warp_drive.compat.cuda_build.build_warpdrive_source(function_manager, path). The framework's "
-            "sampler, reset and log kernels need no build step: they are always loaded"
-        )
+        """WarpDrive's build step: ``cubin_file`` records ``main_file``, which
+        :meth:`load_cuda_from_binary_file` then builds on either executor.
+        WarpDrive's ``test_build.cu`` works as written: its core includes are
+        built in here, its size constants must match the function manager's."""
+        if main_file is None or cubin_file is None:
+            raise TypeError("_compile(main_file, cubin_file): both paths are needed")
+        write_build_manifest(main_file, cubin_file)
 
     compile = _compile
 
