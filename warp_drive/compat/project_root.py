@@ -16,7 +16,8 @@ checkout (or site-packages), and its programs read files under it by path:
   ``warp_drive/cuda_includes/test_build.cu`` (WarpDrive's prebuilt test
   build; kernels here are built from their ``.cu`` source into the build
   cache), ``tutorials/assets/**/*.state_dict`` (WarpDrive's pretrained weights:
-  WarpDrive's binary files, with its models' layer layout) and
+  WarpDrive's binary files; copied from a WarpDrive checkout they load,
+  converted by :mod:`warp_drive.compat.weights`) and
   ``example_envs/**/*.cu`` (WarpDrive's kernels; this project's example envs,
   with their own kernels, are ``warp_drive.example_envs``).
   :func:`not_shipped` says so for a path a program asked for.
@@ -269,9 +270,10 @@ saving: {metrics_log_freq: 1000, model_params_save_freq: 5000, basedir: /export/
 # What WarpDrive programs read under the root that is not shipped, and why (path prefix -> sentence).
 NOT_SHIPPED: dict[str, str] = {
     "tutorials/assets/": "WarpDrive's pretrained weights (tutorial 5's tagger/runner .state_dict files) are "
-                         "WarpDrive's own binary files and are not shipped by this project; its models lay their "
-                         "layers out differently. Train the policies here (Trainer.train(), `warp-drive train -e "
-                         "tag_continuous`) and load the files that run saves",
+                         "WarpDrive's own binary files and are not shipped by this project. Copy them from a "
+                         "WarpDrive 2.7 checkout (tutorials/assets/tag_continuous_training/) and pass that path: "
+                         "load_model_checkpoint converts WarpDrive's layout; or train the policies here "
+                         "(Trainer.train(), `warp-drive train -e tag_continuous`)",
     "warp_drive/cuda_bin/test_build": "WarpDrive's prebuilt test binary is not shipped: kernels here are built from "
                                       "their .cu source into the build cache. Build a source with "
                                       "CUDAFunctionManager.load_cuda_from_source_code(code) or run an env through "

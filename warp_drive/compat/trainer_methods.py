@@ -24,6 +24,7 @@ import torch
 
 from warp_drive.compat.project_root import not_shipped
 from warp_drive.compat.run_config import is_warpdrive_config, translate
+from warp_drive.compat.weights import convert, is_warpdrive_state
 from warp_drive.training import run
 from warp_drive.training.callbacks import Callback
 from warp_drive.training.checkpoint import _atomic_write, _load_file, load_checkpoint
@@ -239,9 +240,10 @@ class WarpDriveTrainerMethods:
         A path: one such file (a single policy), or a run directory or
         checkpoint of ours (every policy's model from it). Only parameters are
         loaded; optimizers and envs stay as they are (use ``warp-drive train
-        --resume`` to continue a run exactly). A model of another shape, e.g.
-        weights trained by WarpDrive 2.7 itself (its layers are named and laid
-        out differently), is refused with the mismatching keys.
+        --resume`` to continue a run exactly). Weights saved by WarpDrive 2.7
+        itself (its ``FullyConnected``: ``fc``, ``policy_head``, ``vf_head``)
+        are converted (:mod:`warp_drive.compat.weights`); a model of another
+        shape is refused with the mismatching keys.
         """
         self._check_open()
         if ckpts_dict_or_path is None:
@@ -295,14 +297,17 @@ class WarpDriveTrainerMethods:
         model = self.policies[tag].model
         state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}  # DDP's prefix
         mine = model.state_dict()
+        if is_warpdrive_state(state):  # saved by WarpDrive 2.7 itself: its FullyConnected's names
+            state = convert(state, mine)
         missing, unexpected = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
         mismatched = [k for k in mine if k in state and tuple(state[k].shape) != tuple(mine[k].shape)]
         if missing or unexpected or mismatched:
             detail = "; ".join(s for s in (f"missing {missing[:4]}" if missing else "",
                                           f"unexpected {unexpected[:4]}" if unexpected else "",
                                           f"other shapes {mismatched[:4]}" if mismatched else "") if s)
-            raise ValueError(f"{source}: not a model of policy {tag!r} as configured here ({detail}); weights "
-                             f"trained by WarpDrive 2.7 itself have another layout and cannot be loaded")
+            raise ValueError(f"{source}: not a model of policy {tag!r} as configured here ({detail}); weights of "
+                             f"another layout are refused (WarpDrive 2.7's own load into a fully_connected model "
+                             f"with the fc_dims, ReLU activation and actions they were trained with)")
         model.load_state_dict(state)
 
     @staticmethod
