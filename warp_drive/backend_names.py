@@ -7,7 +7,7 @@ the two-second torch import that the executors bring.
 
 from __future__ import annotations
 
-import os
+from warp_drive import env_vars
 
 BACKEND_NAMES = ("auto", "cpu", "cpu-gpu", "pycuda")
 
@@ -28,7 +28,7 @@ def gpu_available() -> bool:
 def resolve_backend_name(name: str | None) -> str:
     """``auto`` (the default, also via ``$WARP_DRIVE_BACKEND``) means ``pycuda``
     where a GPU and PyCUDA are present, else ``cpu``."""
-    name = (name or os.environ.get("WARP_DRIVE_BACKEND") or "auto").lower()
+    name = (name or env_vars.read("WARP_DRIVE_BACKEND") or "auto").lower()
     if name not in BACKEND_NAMES:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
     if name == "auto":

@@ -26,7 +26,7 @@ import signal
 import sys
 from typing import Sequence
 
-from warp_drive import __version__
+from warp_drive import __version__, env_vars
 from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV, scaled_overrides
 from warp_drive.registry import registered_envs
 from warp_drive.training import evaluation
@@ -36,6 +36,7 @@ from warp_drive.training.config import (
     BACKENDS,
     CONFIG_DIR,
     RESUMABLE_KEYS,
+    RUN_CONFIG_FIX,
     ConfigError,
     RunConfig,
     RunError,
@@ -44,6 +45,7 @@ from warp_drive.training.config import (
     check_env,
     load_config,
     parse_yaml,
+    read_yaml_file,
 )
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; used for bad configs too
@@ -347,7 +349,7 @@ def resume_config(args: argparse.Namespace):
     where = [item for item in args.overrides if item.partition("=")[0].strip() == "saving.basedir"]
     requested = load_config(args.config, where)
     run_dir = resolve_run_dir(args.resume, requested.saving.basedir, name=requested.name)
-    saved = parse_yaml((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    saved = read_yaml_file(run_dir / "config.yaml", RUN_CONFIG_FIX)
     if not isinstance(saved, dict):
         raise ConfigError(f"{run_dir / 'config.yaml'}: not a run config (the top level must be a mapping)")
     if saved.get("name") != requested.name:
@@ -584,6 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, usage errors: return the status instead of exiting
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
+        if args.command in ("train", "evaluate"):
+            env_vars.check_all()  # a WARP_DRIVE_* variable that does not parse: one line now, not mid-run
         return args.handler(args)
     except Exception as exc:
         if args.debug:
@@ -607,7 +611,7 @@ OS_ERROR_FIXES = {
 def report_failure(command: str, exc: Exception) -> int:
     """Print a failure as one line naming its cause and its fix (``--debug`` shows the traceback instead);
     returns the exit status. Exceptions nobody anticipated propagate: their traceback is the report."""
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, (ConfigError, env_vars.EnvVarError)):
         print(f"warp-drive {command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if isinstance(exc, FileNotFoundError):  # a run directory or checkpoint that is not there

@@ -268,6 +268,10 @@ class DataManager:
         self._torch_accessible: list[str] = []
         self._reset_data: list[str] = []
         self._log_data: list[str] = []
+        # ``<name>_for_log`` buffers not allocated yet: (shape, dtype). One is allocated when first used
+        # (LogController.reset_log, a read): training never logs, and episode_length=10**9 made CartPole's
+        # 16 GB whether anything logged or not.
+        self._pending_logs: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
         self._reset_target_to_pool: dict[str, str] = {}
         self._version = 0
         self.add_meta_info(
@@ -288,8 +292,9 @@ class DataManager:
         """Put every entry of ``data_feed`` (a :class:`DataFeed`) on the device.
 
         Scalars become meta info; arrays are allocated once, with their
-        ``_at_reset`` twins, ``_for_log`` buffers and reset pools. The whole feed
-        is validated before anything is allocated, so on error nothing changes.
+        ``_at_reset`` twins and reset pools (``_for_log`` buffers on their first
+        use). The whole feed is validated before anything is allocated, so on
+        error nothing changes.
         ``torch_accessible`` is recorded for WarpDrive compatibility; every array
         here is a torch tensor anyway.
         """
@@ -367,6 +372,8 @@ class DataManager:
         """Shape of array ``name``; ``()`` for a scalar."""
         if name in self._meta:
             return ()
+        if name in self._pending_logs:
+            return self._pending_logs[name][0]
         return tuple(self._array(name).shape)
 
     def get_dtype(self, name: str) -> str:
@@ -376,11 +383,11 @@ class DataManager:
         return _NUMPY_DTYPE[self._array(name).dtype].name
 
     def is_data_on_device(self, name: str) -> bool:
-        return name in self._arrays
+        return name in self._arrays or name in self._pending_logs
 
     def is_data_on_device_via_torch(self, name: str) -> bool:
         """Same as :meth:`is_data_on_device`: every array is a torch tensor."""
-        return name in self._arrays
+        return self.is_data_on_device(name)
 
     def has_meta(self, name: str) -> bool:
         return name in self._meta
@@ -432,6 +439,7 @@ class DataManager:
 
     @property
     def array_names(self) -> list[str]:
+        """Arrays allocated so far (a log buffer once first used: a checkpoint does not save unused ones)."""
         return list(self._arrays)
 
     @property
@@ -596,7 +604,7 @@ class DataManager:
             owner[target] = entry.name
 
     def _require_new(self, name: str) -> None:
-        if name in self._arrays or name in self._meta:
+        if self.is_data_on_device(name) or name in self._meta:
             raise ValueError(
                 f"{name!r} is already on the device; each name is pushed once because "
                 f"arrays are updated in place, never replaced. Fix: write into "
@@ -615,10 +623,6 @@ class DataManager:
             new_arrays[entry.name] = (tensor, initial)
             if entry.save_copy:
                 new_arrays[entry.name + AT_RESET_SUFFIX] = (self._upload(entry.value)[0], initial)
-            if entry.log:
-                log_shape = (self._episode_length + 1, *entry.value.shape[1:])
-                buffer = torch.zeros(log_shape, dtype=_TORCH_DTYPE[entry.value.dtype], device=self.device)
-                new_arrays[entry.name + FOR_LOG_SUFFIX] = (buffer, None)
         return new_arrays
 
     def _upload(self, value: np.ndarray) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -644,8 +648,10 @@ class DataManager:
                 self._torch_accessible.append(entry.name)
             if entry.save_copy:
                 self._reset_data.append(entry.name)
-            if entry.log:
+            if entry.log:  # its buffer comes on first use (see _pending_logs)
                 self._log_data.append(entry.name)
+                self._pending_logs[entry.name + FOR_LOG_SUFFIX] = (
+                    (self._episode_length + 1, *entry.value.shape[1:]), _TORCH_DTYPE[entry.value.dtype])
             if entry.pool_target is not None:
                 self._reset_target_to_pool[entry.pool_target] = entry.name
         self._version += 1
@@ -662,6 +668,11 @@ class DataManager:
     def _array(self, name: str) -> torch.Tensor:
         if name in self._arrays:
             return self._arrays[name]
+        if name in self._pending_logs:  # a log buffer's first use: allocated now, zeros, as at push before
+            shape, dtype = self._pending_logs.pop(name)
+            self._arrays[name] = torch.zeros(shape, dtype=dtype, device=self.device)
+            self._initial[name] = None
+            return self._arrays[name]
         if name in self._meta:
             raise DataNotFoundError(
                 f"{name!r} is a meta scalar (passed to kernels by value), not a device "
@@ -671,7 +682,7 @@ class DataManager:
 
     def _not_found(self, name: Any, kind: str, registry: dict) -> DataNotFoundError:
         """A KeyError that suggests the names that were probably meant."""
-        candidates = [*self._arrays, *self._meta, *self._shared_constants]
+        candidates = [*self._arrays, *self._pending_logs, *self._meta, *self._shared_constants]
         close = difflib.get_close_matches(str(name), candidates, n=3)
         message = f"no {kind} named {name!r}"
         if name in self._arrays or name in self._meta:

@@ -48,7 +48,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, THREADS_PER_ENV, TRUNCATED, Environment
+from warp_drive.environment import TERMINATED, THREADS_PER_ENV, TRUNCATED, Environment, require_finite
 
 F32 = np.float32
 
@@ -61,6 +61,25 @@ STEP_ARGS_HEAD = ("state", "sampled_actions", "observations", "rewards", "_done_
 def clip32(x: np.ndarray, low, high) -> np.ndarray:
     """``min(max(x, low), high)`` in float32, like ``fminf(fmaxf(x, low), high)`` in the kernels."""
     return np.minimum(np.maximum(x, F32(low)), F32(high)).astype(F32)
+
+
+def _float_param(env: str, name: str, value: Any) -> np.float32:
+    """A float parameter as the kernel takes it: finite (NaN and inf are refused, naming it; a NaN ``gravity``
+    trained on silently) and within float32's range (1e39 would reach the kernel as inf)."""
+    require_finite(env, **{name: value})
+    if abs(float(value)) > float(np.finfo(F32).max):
+        raise ValueError(f"{env}: {name}={value!r}: beyond float32's range (magnitude at most 3.4e38), which "
+                         f"the kernel computes in")
+    return F32(value)
+
+
+def _int_param(env: str, name: str, value: Any) -> np.int32:
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{env}: {name}={value!r}: must be an integer")
+    try:
+        return np.int32(int(value))
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{env}: {name}={value!r}: must be an integer within int32's range") from None
 
 
 class ClassicControlEnv(Environment):
@@ -102,7 +121,8 @@ class ClassicControlEnv(Environment):
         for name, default in self.param_defaults.items():
             value = params.get(name, default)
             is_int = isinstance(default, (bool, int, np.integer)) and not isinstance(default, float)
-            self.params[name] = np.int32(int(value)) if is_int else F32(value)
+            self.params[name] = _int_param(type(self).__name__, name, value) if is_int \
+                else _float_param(type(self).__name__, name, value)
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:

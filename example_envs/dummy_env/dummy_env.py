@@ -12,7 +12,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, TRUNCATED, Environment
+from warp_drive.environment import TERMINATED, TRUNCATED, Environment, require_finite
 
 
 class DummyEnv(Environment):
@@ -26,6 +26,7 @@ class DummyEnv(Environment):
     def __init__(self, num_agents: int = 4, episode_length: int = 20, step_size: float = 0.25,
                  target: float = 1.0, tolerance: float = 0.1, random_starts: bool = True):
         self.num_agents, self.episode_length = int(num_agents), int(episode_length)
+        require_finite("DummyEnv", step_size=step_size, target=target, tolerance=tolerance)
         self.step_size, self.target, self.tolerance = float(step_size), float(target), float(tolerance)
         self.random_starts = bool(random_starts)
 

@@ -131,7 +131,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment
+from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, require_finite
 from warp_drive.portable_math import expf32, logf32
 
 F32 = np.float32
@@ -154,6 +154,26 @@ STATE = {
     "observations_regions": F32, "observations_planner": F32, "action_mask_regions": np.int32,
     "action_mask_planner": np.int32,
 }
+
+
+# The draws' ranges (the docstring's table): fractions lie in [0, 1], the others are positive or non-negative.
+_FRACTIONS = ("kappa_range", "work_fraction_range", "base_unemployment_range", "death_share_range", "alpha_range",
+              "initial_infected_range")
+
+
+def _check_ranges(ranges: dict) -> None:
+    """Each ``(low, high)`` draw range: two numbers, low <= high, within its quantity's bounds."""
+    for name, pair in ranges.items():
+        values = np.asarray(pair, np.float64).reshape(-1)
+        if values.size != 2 or values[0] > values[1]:
+            raise ValueError(f"PandemicEconomy: {name}={pair!r}: expected (low, high) with low <= high")
+        low, high = float(values[0]), float(values[1])
+        if name in _FRACTIONS and not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"PandemicEconomy: {name}={pair!r}: a fraction, so within [0, 1]")
+        if name == "population_range" and low <= 0.0:
+            raise ValueError(f"PandemicEconomy: {name}={pair!r}: populations are > 0 (drawn log-uniformly)")
+        if low < 0.0:
+            raise ValueError(f"PandemicEconomy: {name}={pair!r}: must be >= 0")
 
 
 def crra32(c: np.ndarray, one_minus_eta: np.float32) -> np.ndarray:
@@ -247,6 +267,18 @@ class PandemicEconomy(Environment):
                 raise ValueError(f"PandemicEconomy: {key} must be >= 1, got {value}")
         if int(num_levels) < 2:
             raise ValueError(f"PandemicEconomy: num_levels must be >= 2, got {num_levels}")
+        ranges = {"R0_range": R0_range, "kappa_range": kappa_range, "population_range": population_range,
+                  "work_fraction_range": work_fraction_range, "base_unemployment_range": base_unemployment_range,
+                  "death_share_range": death_share_range, "alpha_range": alpha_range,
+                  "initial_infected_range": initial_infected_range, "filter_weight_range": filter_weight_range}
+        require_finite("PandemicEconomy", lambda_min=lambda_min, lambda_max=lambda_max, gamma=gamma,
+                       vaccination_rate=vaccination_rate, output_per_worker=output_per_worker,
+                       max_subsidy=max_subsidy, borrow_rate=borrow_rate, eta=eta, planner_alpha=planner_alpha,
+                       **ranges)
+        _check_ranges(ranges)
+        if not float(vaccination_rate) <= 1.0:
+            raise ValueError(f"PandemicEconomy: vaccination_rate is a fraction of the population per day, at most 1; "
+                             f"got {vaccination_rate}")
         if not 0.0 <= float(planner_alpha) <= 1.0:
             raise ValueError(f"PandemicEconomy: planner_alpha must be in [0, 1], got {planner_alpha}")
         if not (0.0 < float(gamma) <= 1.0 and float(vaccination_rate) >= 0.0 and float(output_per_worker) > 0.0
@@ -289,6 +321,8 @@ class PandemicEconomy(Environment):
                     if value.shape != p[key].shape:
                         raise ValueError(f"PandemicEconomy: {params_file}: {key!r} has shape {value.shape}, "
                                          f"expected {p[key].shape}")
+                    if not np.isfinite(value).all():
+                        raise ValueError(f"PandemicEconomy: {params_file}: {key!r} holds NaN or inf")
                     p[key] = value
         self.params = p
 

@@ -211,3 +211,61 @@ def test_run_failures_are_one_line_with_the_fix_and_debug_shows_the_traceback(tm
 
     with pytest.raises(NotADirectoryError):
         main(["--debug", *blocked])
+
+
+# --------------------------------------------------------------------------- unparsable environment variables
+TINY_RUN = ["train", "--config", "dummy_env", "--no-progress", "--no-evaluate", "--backend", "cpu", "--set",
+            "trainer.num_envs=8", "trainer.rollout_length=8", "trainer.total_steps=64"]
+
+
+def run_cli(args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+    import os
+
+    return subprocess.run([sys.executable, "-m", "warp_drive", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+@pytest.mark.parametrize("name, value", [
+    ("WARP_DRIVE_CPU_THREADS", "abc"),           # was ignored (one worker per core), rc 0
+    ("WARP_DRIVE_CPU_STACK_KB", "x"),            # was a 16 KiB stack (atol gave 0, clamped), rc 0
+    ("WARP_DRIVE_TORCH_UPDATE_THREADS", "-3"),   # was ignored, rc 0
+    ("WARP_DRIVE_TORCH_UPDATE_THREADS", "abc"),  # int()'s ValueError after the first rollout, 38 lines
+    ("WARP_DRIVE_TORCH_THREADS", "0"),           # torch's RuntimeError, 28 lines
+    ("WARP_DRIVE_CPU_SHUFFLE", "fast"),          # ValueError traceback
+    ("WARP_DRIVE_CPU_MODE", "fast"),             # ValueError traceback
+    ("WARP_DRIVE_NVCC_DEBUG", "maybe"),          # read as off, rc 0
+    ("WARP_DRIVE_BACKEND", "gpu"),               # ignored, rc 0
+    ("WARP_DRIVE_DIST_TIMEOUT", "abc"),          # ignored outside torchrun, float()'s traceback inside
+])
+def test_an_unparsable_environment_variable_is_one_line_naming_it(tmp_path, name, value):
+    result = run_cli([*TINY_RUN, f"saving.basedir={tmp_path}"], env={name: value})
+    err = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(err) == 1, result.stderr
+    assert f"{name}={value!r}" in err[0] and "set it to" in err[0], err
+
+
+def test_a_file_where_the_build_cache_goes_is_one_line_naming_warp_drive_cache(tmp_path):
+    """A file under WARP_DRIVE_CACHE's path: the line blamed saving.basedir (NotADirectoryError's fix)."""
+    (tmp_path / "afile").write_text("")
+    result = run_cli([*TINY_RUN, f"saving.basedir={tmp_path / 'runs'}"],
+                     env={"WARP_DRIVE_CACHE": str(tmp_path / "afile" / "cache")})
+    err = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(err) == 1, result.stderr
+    assert "WARP_DRIVE_CACHE" in err[0] and "is a file" in err[0] and "saving.basedir" not in err[0], err
+
+
+@pytest.mark.parametrize("content, where", [(b"name: dummy_env\nenv: [unclosed\n", "line 3, column 1: not valid YAML"),
+                                            (b"name: dummy_env\n# caf\xe9\n", "line 2: not UTF-8 text")])
+@pytest.mark.parametrize("command", ["resume", "evaluate"])
+def test_a_damaged_run_config_yaml_is_one_line_naming_the_file_and_line(tmp_path, content, where, command):
+    """A run directory's config.yaml that is not YAML or not UTF-8 (damaged, or received from elsewhere):
+    yaml's ParserError and a UnicodeDecodeError reached the user as tracebacks."""
+    run_dir = tmp_path / "runs" / "dummy_env" / "experiment" / "20250101-000000"
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_bytes(content)
+    args = (["train", "--config", "dummy_env", "--no-progress", "--resume", str(run_dir), "--set",
+             f"saving.basedir={tmp_path / 'runs'}"] if command == "resume" else ["evaluate", str(run_dir)])
+    result = run_cli(args)
+    err = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(err) == 1, result.stderr
+    assert f"{run_dir / 'config.yaml'}: {where}" in err[0] and "repair it" in err[0], err

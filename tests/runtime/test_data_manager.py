@@ -223,6 +223,20 @@ def test_log_buffer_shape_and_dtype(dm):
     assert log.shape == (L + 1, N, 2) and log.dtype == np.int32 and not log.any()
 
 
+def test_a_log_buffer_is_allocated_on_its_first_use_only(dm):
+    """Training never logs, yet CartPole with episode_length=10**9 allocated a 16 GB log buffer at push (and
+    every checkpoint saved it); now it comes when something reads or logs it, zeros as before."""
+    dm.push_data_to_device(feed(("loc", np.ones((E, N, 2), np.int32)), log_data_across_episode=True))
+    assert dm.log_data_list == ["loc"] and "loc_for_log" not in dm.array_names  # not allocated, not checkpointed
+    assert dm.is_data_on_device("loc_for_log") and dm.get_shape("loc_for_log") == (L + 1, N, 2)
+    assert "loc_for_log" not in dm.array_names
+    with pytest.raises(ValueError, match="already on the device"):
+        dm._require_new("loc_for_log")
+    log = dm.data_on_device_via_torch("loc_for_log")
+    assert "loc_for_log" in dm.array_names and dm.data_on_device_via_torch("loc_for_log") is log
+    assert tuple(log.shape) == (L + 1, N, 2) and not log.any()
+
+
 @pytest.mark.parametrize("shape", [(E, N + 1), (E,), (E + 1, N)])
 def test_log_array_with_wrong_dims_is_refused(dm, shape):
     with pytest.raises(ValueError, match=rf"'loc'.*\({E}, {N}, \.\.\.\)"):

@@ -40,6 +40,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
+from warp_drive import env_vars
 from warp_drive.backends.errors import KernelBuildError
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def private_dir(path: Path) -> Path:
 
 
 def cache_root() -> Path:
-    root = os.environ.get("WARP_DRIVE_CACHE")
+    root = env_vars.read("WARP_DRIVE_CACHE")  # refused, naming it, when a file stands where it should go
     if not root:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         root = os.path.join(base, "warp_drive")

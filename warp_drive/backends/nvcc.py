@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from warp_drive import env_vars
 from warp_drive.backends import build_cache
 from warp_drive.backends.errors import KernelBuildError
 from warp_drive.backends.signature import ModuleSymbols, parse_symbols
@@ -33,7 +34,7 @@ DEBUG_ENV = "WARP_DRIVE_NVCC_DEBUG"
 
 def debug_requested() -> bool:
     """True when ``$WARP_DRIVE_NVCC_DEBUG`` asks for ``-G`` builds (``1``, ``true``, ``yes``, ``on``)."""
-    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(env_vars.read(DEBUG_ENV))  # anything but those and 0/false/no/off: EnvVarError naming it
 
 
 def nvcc_flags(debug: bool = False) -> list[str]:

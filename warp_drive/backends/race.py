@@ -49,6 +49,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from warp_drive import env_vars
 from warp_drive.backends.errors import KernelLaunchError
 
 # Reports go to our file, and the process carries on after one (the launch raises instead).
@@ -109,15 +110,10 @@ def _keep_tsan_to_this_process() -> None:
 
 def shuffle_seed_from_environment(default: int | None) -> int | None:
     """``WARP_DRIVE_CPU_SHUFFLE``: an integer seed, ``off``, or unset (``default``)."""
-    value = os.environ.get(SHUFFLE_VARIABLE, "").strip().lower()
-    if value == "":
+    value = env_vars.read(SHUFFLE_VARIABLE)  # EnvVarError (a ValueError) for anything else
+    if value is None:
         return default
-    if value in ("off", "no", "none", "false"):
-        return None
-    try:
-        return int(value, 0)
-    except ValueError:
-        raise ValueError(f"{SHUFFLE_VARIABLE}={value!r}: give an integer seed, or 'off'") from None
+    return None if value == env_vars.SHUFFLE_OFF else value
 
 
 @dataclass(frozen=True)

@@ -83,11 +83,12 @@ from warp_drive.training.config_sections import (  # noqa: F401  (the sections: 
     foreign_override,
     policy_config_type,
 )
-from warp_drive.training.config_values import (  # noqa: F401  (ConfigError, parse_yaml, config_dialects: re-exported)
+from warp_drive.training.config_values import (  # noqa: F401  (ConfigError, parse_yaml, read_yaml_file...: re-exported)
     BUILTIN_MODELS,
     CONFIG_DIALECT_GROUP,
     MAX_YAML_BYTES,
     MAX_YAML_NODES,
+    RUN_CONFIG_FIX,
     ConfigError,
     _got,
     _mapping,
@@ -95,6 +96,7 @@ from warp_drive.training.config_values import (  # noqa: F401  (ConfigError, par
     _unknown_key_message,
     config_dialects,
     parse_yaml,
+    read_yaml_file,
 )
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -315,10 +317,7 @@ def load_config(name_or_path: str | Path, overrides: Iterable[str] = ()) -> RunC
     A file without a top-level ``name`` takes its file name's stem.
     """
     path = config_path(name_or_path)
-    try:
-        data = parse_yaml(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML:\n{exc}") from None
+    data = read_yaml_file(path, "fix the file")  # not UTF-8 or not YAML: one line naming the file and line
     if data is None:
         data = {}
     if not isinstance(data, Mapping):

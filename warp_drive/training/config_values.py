@@ -15,6 +15,7 @@ import functools
 import math
 import re
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import yaml
@@ -92,6 +93,28 @@ def parse_yaml(text: str) -> Any:
         raise ConfigError(f"YAML text of {len(text):,} characters is larger than the {MAX_YAML_BYTES:,} a run config "
                           f"may have; is this the right file?")
     return yaml.load(text, Loader=_Loader)
+
+
+RUN_CONFIG_FIX = "repair it (it is the config the run was started with) or start a new run"
+
+
+def read_yaml_file(path: Path, fix: str = "fix the file") -> Any:
+    """``path`` read as UTF-8 and parsed as :func:`parse_yaml` does; a file that is not UTF-8 or not YAML is a
+    one-line :class:`ConfigError` naming the file, the line and ``fix`` (it was a UnicodeDecodeError's or a YAML
+    parser's traceback: a run directory's ``config.yaml`` damaged or received from elsewhere)."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); {fix}") from None
+    try:
+        return parse_yaml(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise ConfigError(f"{path}:{where} not valid YAML ({problem}); {fix}") from None
 
 
 # --------------------------------------------------------------------------- value checks

@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from warp_drive import env_vars
 from warp_drive.backends import backend_class
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ def init(backend: "str | Backend | None") -> Distributed:
     capabilities = backend_class(backend).capabilities
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
-    timeout = timedelta(seconds=float(os.environ.get(TIMEOUT_ENV, "300")))
+    timeout = timedelta(seconds=env_vars.read(TIMEOUT_ENV) or 300.0)
     if capabilities.memory == "cuda":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)

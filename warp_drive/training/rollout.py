@@ -17,7 +17,6 @@ parameters and its subclass averages gradients; rollouts, metrics and ``state_di
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from warp_drive import env_vars
 from warp_drive.data_feed import DataFeed
 from warp_drive.sampler import Sampler
 from warp_drive.training.checkpoint import restore_env_arrays
@@ -129,7 +129,7 @@ class OnDeviceTrainer:
         that has the machine to itself gains (TagContinuous, 800 envs, 2 cores: 35k -> 48k env steps/s);
         processes that share the cores lose badly (two pytest workers ran a small CartPole update ~4x
         slower), which is why it is not the default."""
-        threads = int(os.environ.get("WARP_DRIVE_TORCH_UPDATE_THREADS", "0") or 0)
+        threads = env_vars.read("WARP_DRIVE_TORCH_UPDATE_THREADS") or 0
         if threads < 1 or not self.env.backend.capabilities.shares_host_cores:
             yield
             return

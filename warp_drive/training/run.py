@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -40,6 +39,7 @@ import numpy as np
 import torch
 import yaml
 
+from warp_drive import env_vars
 from warp_drive.backends import Backend, backend_class, get_backend
 from warp_drive.launch_clock import seconds_since_launch
 from warp_drive.training import distributed
@@ -64,11 +64,12 @@ from warp_drive.training.checkpoint import (
     remove_stale_temp_files,
     resolve_run_dir,
 )
-from warp_drive.training.config import RESUMABLE_KEYS, ConfigError, RunConfig, RunError, parse_yaml
+from warp_drive.training.config import RESUMABLE_KEYS, RUN_CONFIG_FIX, ConfigError, RunConfig, RunError, read_yaml_file
 from warp_drive.training.algorithm_table import trainer_class as trainer_for
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.loggers import check_wandb, wandb_enabled
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.training.memory_estimate import check_config as check_memory
+from warp_drive.wrapper import EnvWrapper, make_env
 from warp_drive.training.rollout import OnDeviceTrainer
 from warp_drive.training.run_dirs import write_run_file
 from warp_drive.training.stop_at_return import StopAtReturn
@@ -115,20 +116,19 @@ def limit_torch_threads(backend: str | Backend | None) -> None:
     2-core machine (measured: 3.1 ms vs 0.27 ms for a 64x64 MLP on 32 rows).
     """
     if backend_class(backend).capabilities.shares_host_cores:
-        torch.set_num_threads(int(os.environ.get("WARP_DRIVE_TORCH_THREADS", "1")))
+        torch.set_num_threads(env_vars.read("WARP_DRIVE_TORCH_THREADS") or 1)
 
 
 def build(config: RunConfig, dist: Distributed | None = None,
-          trainer_class: type[OnDeviceTrainer] | None = None) -> OnDeviceTrainer:
-    """The env and the trainer of ``config``; with ``dist``, rank r's envs, sampler and torch RNG use ``seed + r``.
-
-    ``trainer_class``: by default the algorithm table's (``training/algorithm_table.py``)."""
-    limit_torch_threads(get_backend(config.trainer.backend))
+          trainer_class: type[OnDeviceTrainer] | None = None, record_episode: bool = False) -> OnDeviceTrainer:
+    """The env and the trainer of ``config`` (``trainer_class``: the algorithm table's by default); with ``dist``,
+    rank r's envs, sampler and torch RNG use ``seed + r``. Refused first when over the machine's memory."""
+    limit_torch_threads(backend := get_backend(config.trainer.backend))
     if dist is not None:
         config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
-    env = EnvWrapper(config.env.name, config.trainer.num_envs, backend=config.trainer.backend,
-                     seed=config.trainer.seed, env_config=dict(config.env.config))
-
+    env = make_env(config.env.name, dict(config.env.config))
+    check_memory(config, env, backend, record_episode)  # memory_estimate.py; record_episode: the GIF's too
+    env = EnvWrapper(env, config.trainer.num_envs, backend=config.trainer.backend, seed=config.trainer.seed)
     return (trainer_class or trainer_for(config))(env, config, distributed=dist)
 
 
@@ -157,7 +157,7 @@ def train(config: RunConfig, resume: str | None = None, progress: bool = True,
 
 def saved_config(run_dir: Path) -> dict:
     """A run's ``config.yaml`` as parsed YAML (with the config loader's size and alias limits)."""
-    raw = parse_yaml((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    raw = read_yaml_file(run_dir / "config.yaml", RUN_CONFIG_FIX)  # not UTF-8 or not YAML: one line, not a traceback
     if not isinstance(raw, dict):
         raise ConfigError(f"{run_dir / 'config.yaml'}: not a run config (the top level must be a mapping)")
     return raw
@@ -269,7 +269,7 @@ def _train(config: RunConfig, resume: str | None, dist: Distributed | None, run_
             run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
         if resume:
             config = resumed_config(run_dir, config)
-        trainer = build(config, dist)
+        trainer = build(config, dist, record_episode=any(isinstance(c, EpisodeRenderer) for c in callbacks))
         if resume:
             checkpoint, state = load_latest(run_dir)  # the newest intact one; unsafe ones are refused
             trainer.load_state_dict(state_for_rank(state, dist, checkpoint))
@@ -378,7 +378,7 @@ def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy
     if backend:
         raw["trainer"]["backend"] = backend
     config = RunConfig.from_dict(raw)
-    trainer = build(config)
+    trainer = build(config, record_episode=bool(render))
     state = load_checkpoint(path)
     for tag, p in trainer.policies.items():
         p.model.load_state_dict(state["models"][tag])
