@@ -21,8 +21,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-# WARP_DRIVE_CPU_MODE's values: backends/cpu.py's MODES (a test holds the two equal; cpu.py brings torch).
+# The values of WARP_DRIVE_CPU_MODE and WARP_DRIVE_BACKEND: backends/cpu.py's MODES and backend_names'
+# BACKEND_NAMES, written out (cpu.py brings torch; backend_names reads its variable here). A test holds them equal.
 CPU_MODES = ("release", "debug", "asan", "coverage", "race")
+BACKENDS = ("auto", "cpu", "cpu-gpu", "pycuda")
 SHUFFLE_OFF = "off"  # WARP_DRIVE_CPU_SHUFFLE turned off (None would read as unset)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 MAX_STACK_KB = 1 << 20  # 1 GiB per fiber: far beyond any kernel's need, and kb * 1024 cannot overflow in C
@@ -73,12 +75,6 @@ def _shuffle(text: str) -> int | str:
     return int(text, 0)
 
 
-def _backend(text: str) -> str:
-    from warp_drive.backend_names import BACKEND_NAMES
-
-    return _choice(BACKEND_NAMES)(text)
-
-
 def _directory(text: str) -> str:
     """A directory, or a path that can become one: no file where it or one of its parents should be."""
     path = Path(text).expanduser()
@@ -93,7 +89,7 @@ def _directory(text: str) -> str:
 
 # name -> (parser, what it takes: the fix the message gives). Parsers raise ValueError on a bad value.
 VARIABLES: dict[str, tuple[Callable[[str], Any], str]] = {
-    "WARP_DRIVE_BACKEND": (_backend, "one of auto, cpu, cpu-gpu, pycuda"),
+    "WARP_DRIVE_BACKEND": (_choice(BACKENDS), f"one of {', '.join(BACKENDS)}"),
     "WARP_DRIVE_CACHE": (_directory, "a directory of your own for the build cache (unset: ~/.cache/warp_drive)"),
     "WARP_DRIVE_CPU_MODE": (_choice(CPU_MODES), f"one of {', '.join(CPU_MODES)}"),
     "WARP_DRIVE_CPU_SHUFFLE": (_shuffle, "an integer seed, or off"),

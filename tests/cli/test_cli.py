@@ -244,6 +244,14 @@ def test_an_unparsable_environment_variable_is_one_line_naming_it(tmp_path, name
     assert f"{name}={value!r}" in err[0] and "set it to" in err[0], err
 
 
+def test_the_variables_choices_are_the_executors():
+    from warp_drive import env_vars
+    from warp_drive.backend_names import BACKEND_NAMES
+    from warp_drive.backends.cpu import MODES
+
+    assert env_vars.CPU_MODES == tuple(MODES) and env_vars.BACKENDS == BACKEND_NAMES
+
+
 def test_a_file_where_the_build_cache_goes_is_one_line_naming_warp_drive_cache(tmp_path):
     """A file under WARP_DRIVE_CACHE's path: the line blamed saving.basedir (NotADirectoryError's fix)."""
     (tmp_path / "afile").write_text("")

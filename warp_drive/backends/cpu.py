@@ -79,6 +79,7 @@ from pathlib import Path
 
 import torch
 
+from warp_drive import env_vars
 from warp_drive.backends import build_cache
 from warp_drive.backends.arguments import PackedArguments, check_arguments
 from warp_drive.backends.base import (
@@ -370,7 +371,7 @@ class CpuBackend(Backend):
                     "other modes cannot be mixed in one process (set the mode before the first use of the cpu backend)"
                 )
             return _RUNTIME[1]
-        from warp_drive import env_vars  # the runtime reads these two with atoi/atol: checked before it loads
+        # The runtime reads these two with atoi/atol: checked (EnvVarError naming them) before it loads.
         env_vars.check("WARP_DRIVE_CPU_THREADS", "WARP_DRIVE_CPU_STACK_KB")
         if flavour == "race":
             race.require_tsan_loaded()
