@@ -30,6 +30,28 @@ An environment declares
 The kernel never resets an environment: resets are the framework's (twins and
 pools, ``warp_drive/reset.py``). ``_done_`` is 1 when an episode terminated and
 2 when it was truncated by the time limit, so returns bootstrap correctly.
+
+Checkpoints: state and constants. A checkpoint restores an env's *state*, the
+arrays a step or a reset may change, and checks its *constants*, which must be
+the values the env was built with. The rule, per array the env pushes:
+
+* state: ``_done_`` and ``_timestep_``; every array declared with
+  ``save_copy_and_apply_at_reset=True`` (and its ``_at_reset`` twin); the
+  agents' ``observations``, ``sampled_actions``, ``rewards`` and action masks
+  (shared or a group's own); ``active_array``; and the arrays named in
+  ``written_arrays`` -- anything else the step writes (scratch, counters kept
+  across episodes) must be listed there;
+* constant: every other array (parameters, action tables, index tables such as
+  TagContinuous's ``tagger_ids``) and the reset pools. A checkpoint whose copy
+  of a constant differs from the env's own was saved with a different env
+  config and is refused, naming the array; constants are never copied from a
+  checkpoint, so a received one cannot plant an index that points out of bounds.
+
+Restored state must have the env's shapes and dtypes, float state must be
+finite, and int32 state must lie in the inclusive bounds of ``array_ranges()``
+(``_done_`` in 0..2 and ``_timestep_`` in 0..episode_length always): declare
+there every int state array a kernel indexes with. Anything that does not fit
+is refused naming the array, before any array is changed.
 """
 
 from __future__ import annotations
@@ -110,6 +132,10 @@ class Environment(abc.ABC):
     # when it leaves (e.g. a tagged runner): the step it leaves ends its own episode (a termination), and
     # its samples until the env resets count for nothing in the trainer's losses. "": every agent stays.
     active_array: ClassVar[str] = ""
+    # Arrays the step (or a custom reset) writes that have no reset twin and are none of the agents'
+    # observations, actions, rewards or masks (scratch, counters kept across episodes): a checkpoint restores
+    # them as state. Every other array without a twin is a constant (see the module docstring).
+    written_arrays: ClassVar[Sequence[str]] = ()
     # An env that builds and launches its own step: bind_step(wrapper) returns the
     # launch to call each step. None: the wrapper builds cuda_source and binds
     # step_kernel to step_args.
@@ -154,6 +180,12 @@ class Environment(abc.ABC):
         Pools of the same size are drawn with the same row per env, so a
         state array and its observations stay consistent.
         """
+        return {}
+
+    def array_ranges(self) -> dict[str, tuple[int, int]]:
+        """Inclusive bounds ``{name: (low, high)}`` of int32 state arrays, checked when a checkpoint is
+        restored (their ``_at_reset`` twins too): every one a kernel indexes with (an agent id, a level that
+        picks a table row), so a received checkpoint cannot make it read or write out of bounds. Empty: none."""
         return {}
 
     # ---------------------------------------------------------------- rendering (optional)

@@ -43,7 +43,7 @@ import torch
 
 from warp_drive.backends import get_backend
 from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DONE, DataManager, convert_value
+from warp_drive.data_manager import AT_RESET_SUFFIX, DONE, TIMESTEP, DataManager, convert_value
 from warp_drive.environment import (
     ACTION_MASK,
     AGENT_PHASES,
@@ -117,7 +117,10 @@ class EnvWrapper:
         requested_blocks = self._requested_blocks_per_env(blocks_per_env)
 
         self.data_manager = DataManager(self.num_envs, self.num_agents, self.episode_length, backend=self.backend)
-        self.data_manager.push_data_to_device(env_.get_data_dictionary(self.num_envs))
+        feed = env_.get_data_dictionary(self.num_envs)
+        self.data_manager.push_data_to_device(feed)
+        # The env's own arrays (not its scalars): what Environment's checkpoint rule sorts into state and constants.
+        self.env_array_names = tuple(n for n in feed if n in self.data_manager.array_names)
         # Each agent group's arrays: the shared ones, or its own (warp_drive/group_arrays.py).
         self.group_arrays = resolve_group_arrays(env_, self.data_manager, self.num_envs)
         self._check_shared_arrays()
@@ -126,6 +129,7 @@ class EnvWrapper:
         self._check_state_arrays()
         self._check_active_array()
         self._push_reset_pools(reset_pool_size)
+        self._state_ranges = self._check_checkpoint_declarations()
 
         self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
         own_step = env_.bind_step
@@ -342,6 +346,43 @@ class EnvWrapper:
             f", which its {ACTION_MASK!r} row {row} masks. Fix: "
             f"choose among the actions the mask allows (the trainer's sampler does)"
         )
+
+    def _check_checkpoint_declarations(self) -> dict[str, tuple[int, int]]:
+        """``written_arrays`` must name arrays of the env and ``array_ranges()`` int32 ones with low <= high; the
+        bounds of every range-checked state array (twins included), for :meth:`state_ranges`."""
+        env, dm = self.env, self.data_manager
+        unknown = [n for n in env.written_arrays if n not in self.env_array_names]
+        if unknown:
+            raise ValueError(f"{env.name}.written_arrays names {', '.join(map(repr, unknown))}, which "
+                             f"get_data_dictionary does not push; list only the env's own arrays")
+        ranges = {DONE: (0, TRUNCATED), TIMESTEP: (0, self.episode_length)}
+        for name, bounds in dict(env.array_ranges()).items():
+            ok = name in self.env_array_names and dm.get_dtype(name) == "int32"
+            if not ok or len(bounds) != 2 or int(bounds[0]) > int(bounds[1]):
+                raise ValueError(f"{env.name}.array_ranges(): {name!r}: {bounds!r} must be (low, high) with "
+                                 f"low <= high for one of the env's int32 arrays")
+            ranges[name] = (int(bounds[0]), int(bounds[1]))
+        for name in [n for n in ranges if n in dm.reset_data_list]:
+            ranges[name + AT_RESET_SUFFIX] = ranges[name]
+        return ranges
+
+    def state_ranges(self) -> dict[str, tuple[int, int]]:
+        """Inclusive bounds of the int32 state arrays a checkpoint may hold: ``_done_``, ``_timestep_`` and
+        the env's ``array_ranges()``, with the ``_at_reset`` twins of those."""
+        return dict(self._state_ranges)
+
+    def constant_arrays(self) -> list[str]:
+        """The arrays no step or reset writes (Environment's checkpoint rule): the env's arrays that have no
+        reset twin and are not its agents' observations, actions, rewards or masks, its ``active_array`` or one
+        of its ``written_arrays``; and the reset pools. A checkpoint must hold exactly their values."""
+        dm = self.data_manager
+        state = {*dm.reset_data_list, *REQUIRED_ARRAYS, ACTION_MASK, self.env.active_array, *self.env.written_arrays}
+        for group in self.group_arrays.values():
+            state.update(group.names.values())
+            if group.mask:
+                state.add(group.mask)
+        pools = dm.reset_target_to_pool.values()
+        return [n for n in self.env_array_names if n not in state] + [n for n in pools if n not in state]
 
     def _push_reset_pools(self, pool_size: int) -> None:
         pools = self.env.get_reset_pools(int(pool_size), np.random.default_rng(self.seed))

@@ -20,6 +20,7 @@ class DummyEnv(Environment):
     cuda_source = "dummy_env.cu"
     step_kernel = "DummyEnvStep"
     state_arrays = ("values",)  # every agent's value: the global state of a centralised critic
+    written_arrays = ("agents_on_target",)  # the step's per-env count (no reset twin): state for a checkpoint
     step_args = ("values", "sampled_actions", "observations", "rewards", "agents_on_target", "_done_",
                  "_timestep_", "step_size", "target", "tolerance", "n_agents", "episode_length")
 

@@ -405,6 +405,13 @@ class PandemicEconomy(Environment):
     def agent_groups(self) -> dict[str, list[int]]:
         return {"regions": list(range(self.num_regions)), "planner": [self.num_regions]}
 
+    def array_ranges(self) -> dict[str, tuple[int, int]]:
+        # int state a checkpoint may hold: levels pick beta_table columns, the rest are counters and flags
+        levels = (1, self.num_levels)
+        return {"level": levels, "lagged_level": levels, "level_ring": levels, "cooldown": (0, self.cooldown - 1),
+                "subsidy_level": (0, self.num_subsidy_levels), "action_mask_regions": (0, 1),
+                "action_mask_planner": (0, 1)}
+
     def observation_space(self, agent_id: int):
         size = self.region_observation_size if agent_id < self.num_regions else self.planner_observation_size
         return spaces.Box(-np.inf, np.inf, shape=(size,), dtype=np.float32)

@@ -99,6 +99,7 @@ class TagContinuous(Environment):
     )
     # The neighbour grid's scratch: rebuilt every step, its order may vary between GPU runs.
     consistency_skip = ("neighbor_grid",)
+    written_arrays = ("neighbor_grid",)  # the step writes it (no reset twin): state for a checkpoint
     # The global state a centralised critic reads (critic_input: state): every agent's position, speed,
     # heading and whether it is still in the game -- 5 numbers per agent, whatever each agent observes.
     state_arrays = ("loc_x", "loc_y", "speed", "direction", "still_in_the_game")
@@ -271,6 +272,11 @@ class TagContinuous(Environment):
 
     def agent_groups(self) -> dict[str, list[int]]:
         return {"tagger": self.tagger_ids.tolist(), "runner": self.runner_ids.tolist()}
+
+    def array_ranges(self) -> dict[str, tuple[int, int]]:
+        # int state a checkpoint may hold (tagger_ids and agent_types are constants: never restored)
+        return {"tagged_by": (-1, self.num_agents - 1), "still_in_the_game": (0, 1),
+                "num_runners": (0, self.num_runners)}
 
     # ---------------------------------------------------------------- data
     def _start_observations(self, x: np.ndarray, y: np.ndarray, direction: np.ndarray) -> np.ndarray:

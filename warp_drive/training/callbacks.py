@@ -195,7 +195,9 @@ class CheckpointSaver(Callback):
 
     def on_checkpoint(self, loop: TrainingLoop, state: dict[str, Any]) -> None:
         if loop.is_main:
-            save_checkpoint(loop.run_dir, loop.trainer.iteration, state, keep=loop.config.saving.keep_checkpoints)
+            save_checkpoint(loop.run_dir, loop.trainer.iteration, state, keep=loop.config.saving.keep_checkpoints,
+                            policies=loop.trainer.policies,
+                            max_weight_magnitude=getattr(loop.config.trainer, "max_weight_magnitude", None))
 
 
 class EvaluationSummary(Callback):

@@ -74,6 +74,7 @@ __all__ = [
     "latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
+    "load_weights",
     "resolve_run_dir",
     "save_checkpoint",
 ]
@@ -187,24 +188,116 @@ def nonfinite_weight(state: dict) -> str | None:
     return None
 
 
-def restore_env_arrays(data_manager: Any, arrays: dict) -> None:
-    """Copy a checkpoint's env arrays into the env's, each exactly its array's shape and dtype: a single value
-    would be broadcast over the array and float64 cast into int32 silently (a received checkpoint's)."""
+def exploded_weight(policies: dict, bound: float | None) -> str | None:
+    """The first model parameter of ``policies`` ({tag: policy with ``.model``}) holding a value beyond
+    ``bound`` in magnitude, as "policy P's NAME holds V (the largest ...)"; None when every one fits, or with no
+    bound. Parameters only: buffers such as an observation normaliser's running count grow legitimately."""
+    if bound is None:
+        return None
+    for tag, policy in policies.items():
+        for name, weight in policy.model.named_parameters():
+            if not weight.is_floating_point() or weight.numel() == 0:
+                continue
+            flat = weight.detach().reshape(-1)
+            peak = flat[int(flat.abs().argmax())]
+            if float(peak.abs()) > bound:  # NaN compares false: nonfinite_weight names those
+                return (f"policy {tag!r}'s {name} holds {float(peak):.3g} (its largest magnitude), beyond "
+                        f"trainer.max_weight_magnitude = {bound:g}")
+    return None
+
+
+def refuse_exploded_weights(policies: dict, bound: float | None, source: Any) -> None:
+    """Raise :class:`CheckpointError` when a loaded model (from checkpoint ``source``) holds a parameter beyond
+    ``bound``: the weights exploded, and such a model scores plausible-looking returns all the same."""
+    problem = exploded_weight(policies, bound)
+    if problem is not None:
+        raise CheckpointError(f"{source}: {problem}: the weights exploded, so the model is broken however it "
+                              f"scores; evaluate or resume an earlier checkpoint (pass its path), or, if weights "
+                              f"this large are intended, raise trainer.max_weight_magnitude (null: no bound) with "
+                              f"--set on --resume, or in the run's config.yaml for evaluate")
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(i) for i in torch.nonzero(mask)[0])
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equality (a NaN equals itself, -0.0 differs from 0.0): constants must be the env's own."""
+    if a.dtype in (torch.float32, torch.int32):
+        return torch.equal(a.contiguous().view(torch.int32), b.contiguous().view(torch.int32))
+    return torch.equal(a, b)
+
+
+def _refuse_env_array(env: Any, name: str, values: torch.Tensor, target: torch.Tensor, constant: bool,
+                      bounds: tuple[int, int] | None) -> str | None:
+    """Why checkpoint env array ``name`` cannot be restored into ``target``; None when it fits."""
+    if not torch.is_tensor(values) or values.shape != target.shape or values.dtype != target.dtype:
+        got = f"{tuple(values.shape)} {values.dtype}" if torch.is_tensor(values) else type(values).__name__
+        return (f"is {got}, the env's is {tuple(target.shape)} {target.dtype}: not a checkpoint of this run's "
+                f"envs; resume the run that wrote it")
+    if constant:
+        if _same_bits(values, target.cpu()):
+            return None
+        what = ("a reset pool (drawn from the seed when the envs are built)" if name.endswith("_reset_pool")
+                else "a constant (set when the env is built, never written by a step or a reset)")
+        return (f"differs from {env.name}'s own: it is {what}, so the checkpoint was saved with a different env "
+                f"config; resume it with the config it was saved with (its run's config.yaml), or, if "
+                f"{env.name}'s step does write {name!r}, list it in {type(env.env).__name__}.written_arrays")
+    broken = "; resume an earlier checkpoint of the run (pass its path)"
+    if values.is_floating_point() and not bool(torch.isfinite(values).all()):
+        where = _first(~torch.isfinite(values))
+        return f"holds {float(values[where])} at {list(where)}: state must be finite{broken}"
+    if bounds is not None:
+        bad = (values < bounds[0]) | (values > bounds[1])
+        if bool(bad.any()):
+            where = _first(bad)
+            return (f"holds {int(values[where])} at {list(where)}, outside {bounds[0]}..{bounds[1]} "
+                    f"(Environment.array_ranges: a kernel indexes with it){broken}")
+    return None
+
+
+def restore_env_arrays(env: Any, arrays: dict) -> None:
+    """Restore a checkpoint's env arrays into ``env`` (an EnvWrapper), after checking every one of them.
+
+    Only state is copied. Constants and index tables (``env.constant_arrays()``, the Environment docstring's
+    rule) must equal the env's own, else the checkpoint was saved with a different env config; they are
+    never copied (a received checkpoint's ``tagger_ids = 10**8`` crashed the process with SIGSEGV, 40000
+    read out of bounds silently). Every array must have exactly the env's shape and dtype (a single value
+    was broadcast over an array, float64 cast into int32), float state must be finite and int32 state
+    inside ``env.state_ranges()``. A refusal raises :class:`CheckpointError` naming the array, before any
+    array has changed.
+    """
+    dm = env.data_manager
+    if not isinstance(arrays, dict):
+        raise CheckpointError(f"checkpoint env arrays are a {type(arrays).__name__}, not a dict: not a checkpoint "
+                              f"of this run's envs; resume the run that wrote it")
+    constants, ranges, known = set(env.constant_arrays()), env.state_ranges(), set(dm.array_names)
+    restore = []
     for name, values in arrays.items():
-        target = data_manager.data_on_device_via_torch(name)
-        if not torch.is_tensor(values) or values.shape != target.shape or values.dtype != target.dtype:
-            got = f"{tuple(values.shape)} {values.dtype}" if torch.is_tensor(values) else type(values).__name__
-            raise CheckpointError(f"checkpoint env array {name!r} is {got}, the env's is {tuple(target.shape)} "
-                                  f"{target.dtype}: not a checkpoint of this run's envs; resume the run that wrote it")
+        if name not in known:
+            raise CheckpointError(f"checkpoint env array {name!r} is not an array of {env.name}'s envs: the "
+                                  f"checkpoint was saved with a different env config; resume it with its own")
+        target = dm.data_on_device_via_torch(name)
+        values = values.cpu() if torch.is_tensor(values) else values
+        problem = _refuse_env_array(env, name, values, target, name in constants, ranges.get(name))
+        if problem is not None:
+            raise CheckpointError(f"checkpoint env array {name!r} {problem}")
+        if name not in constants:
+            restore.append((target, values))
+    for target, values in restore:
         target.copy_(values)
 
 
-def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict, keep: int = 0) -> Path:
+def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict, keep: int = 0,
+                    policies: dict | None = None, max_weight_magnitude: float | None = None) -> Path:
     """Write ``state`` as ``<run_dir>/checkpoints/ckpt_<iteration:06d>.pt`` and point ``latest`` at it.
 
     ``keep`` > 0 then deletes all but the newest ``keep`` checkpoints (0 keeps
     every one): a long run would otherwise fill its disk. Temp files of saves
-    killed before this process started are removed first.
+    killed before this process started are removed first. Weights with a NaN
+    or inf, or (``policies``, the trainer's, whose models ``state`` holds) a
+    parameter beyond ``max_weight_magnitude``, are refused: nothing is written
+    and ``latest`` still names the previous checkpoint.
     """
     if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
         raise ValueError(f"iteration must be a non-negative int, got {iteration!r}")
@@ -214,6 +307,12 @@ def save_checkpoint(run_dir: str | os.PathLike, iteration: int, state: dict, kee
     if broken is not None:
         raise CheckpointError(f"not saving {path}: {broken} holds NaN or inf; the previous checkpoint stays "
                               f"'latest' (lower the learning rate, or set trainer.on_nonfinite: skip)")
+    exploded = exploded_weight(policies or {}, max_weight_magnitude)
+    if exploded is not None:
+        raise CheckpointError(f"not saving {path}: {exploded}: the weights exploded; nothing was saved and "
+                              f"'latest' still names the previous checkpoint, if any (lower the learning rate or "
+                              f"set max_grad_norm; if weights this large are intended, resume with --set "
+                              f"trainer.max_weight_magnitude=<larger>, or null for no bound)")
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(run_dir)
     buffer = io.BytesIO()
@@ -326,10 +425,26 @@ def load_checkpoint(path_or_run_dir: str | os.PathLike, map_location: Any = "cpu
     Always ``weights_only=True``: tensors and plain values only, so loading a
     checkpoint never runs code from it (see the module docstring).
     """
+    return _load_path(path_or_run_dir, map_location)[1]
+
+
+def _load_path(path_or_run_dir: str | os.PathLike, map_location: Any) -> tuple[Path, dict]:
     path = Path(path_or_run_dir)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint or run directory at {path}")
     if path.is_dir():
         run_dir = path.parent if path.name == CHECKPOINT_DIR and not (path / CHECKPOINT_DIR).is_dir() else path
-        return load_latest(run_dir, map_location)[1]
-    return _load_file(path, map_location)
+        return load_latest(run_dir, map_location)
+    return path, _load_file(path, map_location)
+
+
+def load_weights(policies: dict, path_or_run_dir: str | os.PathLike, max_weight_magnitude: float | None = None,
+                 map_location: Any = "cpu") -> dict:
+    """:func:`load_checkpoint`, with its models loaded into ``policies`` ({tag: policy with ``.model``}); a
+    checkpoint whose weights hold NaN or inf, or a parameter beyond ``max_weight_magnitude``, is refused
+    naming the file and the parameter (what ``evaluate`` loads: such models scored plausible returns)."""
+    path, state = _load_path(path_or_run_dir, map_location)
+    for tag, policy in policies.items():
+        policy.model.load_state_dict(state["models"][tag])
+    refuse_exploded_weights(policies, max_weight_magnitude, path)
+    return state

@@ -110,15 +110,18 @@ class RunError(RuntimeError):
 
 
 # Keys ``--set`` may change when resuming a run (``train --resume``): how long it runs, how often it logs and
-# saves, how many checkpoints it keeps, and where to look for it. Everything else is the run's own
-# (its config.yaml): changing it mid-run would train something other than either config describes.
+# saves, how many checkpoints it keeps, the bound on its weights, and where to look for it. Everything else is
+# the run's own (its config.yaml): changing it mid-run would train something other than either config describes.
 # Keys whose default (None) turns a feature off: left out of to_dict() while unset.
 OPT_IN_KEYS = ("trainer.stop_at_return", "trainer.stop_eval_episodes")
+# Keys added after runs were saved without them: left out of to_dict() while at their default (null is written).
+DEFAULT_OMITTED_KEYS = ("trainer.max_weight_magnitude",)
 
 RESUMABLE_KEYS = (
     "trainer.total_steps",
     "trainer.stop_at_return",
     "trainer.stop_eval_episodes",
+    "trainer.max_weight_magnitude",
     "saving.metrics_log_freq",
     "saving.model_params_save_freq",
     "saving.keep_checkpoints",
@@ -150,13 +153,17 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         """Plain dicts, lists and scalars (YAML-safe); ``from_dict(to_dict())`` gives an equal config.
-        Opt-in keys (``OPT_IN_KEYS``) appear only when set, so a saved config.yaml of a run that does not
-        use them reads as it did before they existed."""
+        Opt-in keys (``OPT_IN_KEYS``) appear only when set, and ``DEFAULT_OMITTED_KEYS`` only when not at their
+        default, so a saved config.yaml of a run that does not use them reads as it did before they existed."""
         data = dataclasses.asdict(self)
         for dotted in OPT_IN_KEYS:
             section, key = dotted.split(".")
             if data[section].get(key) is None:
                 data[section].pop(key, None)
+        for dotted in DEFAULT_OMITTED_KEYS:
+            section, key = dotted.split(".")
+            if key in data[section] and data[section][key] == getattr(type(getattr(self, section))(), key):
+                data[section].pop(key)
         return data
 
     def to_yaml(self) -> str:

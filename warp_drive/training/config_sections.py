@@ -234,6 +234,10 @@ class TrainerConfig:
     # A NaN or inf in a rollout, loss or gradient: "raise" stops the run before
     # the update (nothing is saved); "skip" drops that update with a warning.
     on_nonfinite: str = _f("raise", _str(("raise", "skip"), str.lower))
+    # A model parameter larger than this in magnitude has exploded (A2C at lr 3e37 saved +-3e37 weights that
+    # evaluated to a plausible 9.5): such a checkpoint is not saved (the run stops, the previous checkpoint
+    # stays latest) and evaluate and --resume refuse one. None: no bound.
+    max_weight_magnitude: float | None = _f(1e6, _optional(_float(positive=True), "no bound on the weights"))
     # Stop early once every trained policy's mean return per agent over (at least) its 20 most recent training
     # episodes reaches this (e.g. CartPole's "solved", 475); None: train for total_steps.
     stop_at_return: float | None = _f(None, _optional(_float(), "train for total_steps"))

@@ -13,6 +13,7 @@ from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from warp_drive.backends import backend_class
 from warp_drive.training import distributed
+from warp_drive.training.checkpoint import CheckpointError, exploded_weight, nonfinite_weight
 from warp_drive.training.config import RunConfig
 from warp_drive.training.lightning_data import Rollout, RolloutLoader
 from warp_drive.training.loggers import provenance
@@ -232,6 +233,12 @@ class WarpDriveModule(pl.LightningModule):
         state = warp.state_dict()
         if warp.distributed is not None:  # every rank's envs and RNGs, so an N-rank resume continues each rank
             state["ranks"] = warp.distributed.gather_objects(distributed.rank_state(state))
+        nonfinite = nonfinite_weight(state)  # broken weights are never saved, as by warp-drive train
+        broken = f"{nonfinite} holds NaN or inf" if nonfinite else exploded_weight(
+            warp.policies, getattr(warp.config.trainer, "max_weight_magnitude", None))
+        if broken is not None:
+            raise CheckpointError(f"not saving the Lightning checkpoint: {broken}; nothing was saved (lower the "
+                                  f"learning rate or set max_grad_norm)")
         checkpoint[CHECKPOINT_KEY] = state
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

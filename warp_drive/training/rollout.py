@@ -315,8 +315,7 @@ class OnDeviceTrainer:
             p.finished_team_sum.copy_(team[0] if team else total * running.shape[1])
         self.sampler.load_state_dict(state["sampler"])
         self.env.env_resetter.load_state_dict(state["reset"])
-        dm = self.env.data_manager
-        restore_env_arrays(dm, state["env_arrays"])
+        restore_env_arrays(self.env, state["env_arrays"])  # state only, every array checked (checkpoint.py)
         torch.set_rng_state(state["torch_rng"])
         self.generator.set_state(state["generator"])
 

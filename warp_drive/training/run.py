@@ -59,8 +59,9 @@ from warp_drive.training.callbacks import (
 )
 from warp_drive.training.checkpoint import (
     RunLock,
-    load_checkpoint,
     load_latest,
+    load_weights,
+    refuse_exploded_weights,
     remove_stale_temp_files,
     resolve_run_dir,
 )
@@ -273,6 +274,7 @@ def _train(config: RunConfig, resume: str | None, dist: Distributed | None, run_
         if resume:
             checkpoint, state = load_latest(run_dir)  # the newest intact one; unsafe ones are refused
             trainer.load_state_dict(state_for_rank(state, dist, checkpoint))
+            refuse_exploded_weights(trainer.policies, config.trainer.max_weight_magnitude, checkpoint)
         loop = TrainingLoop(trainer, config, run_dir, dist, resumed=bool(resume), start_steps=trainer.env_steps)
         return run_loop(loop, callbacks)
     finally:
@@ -379,9 +381,7 @@ def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy
         raw["trainer"]["backend"] = backend
     config = RunConfig.from_dict(raw)
     trainer = build(config, record_episode=bool(render))
-    state = load_checkpoint(path)
-    for tag, p in trainer.policies.items():
-        p.model.load_state_dict(state["models"][tag])
+    state = load_weights(trainer.policies, path, config.trainer.max_weight_magnitude)  # NaN or exploded: refused
     result = trainer.run_episodes(greedy=greedy)
     gif = None
     if render:
