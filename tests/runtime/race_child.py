@@ -102,8 +102,10 @@ def envs() -> dict:
         for cap in CAPS:
             out[f"{label}/threads<={cap}"] = _outcome(
                 lambda: check(env_class, [config], num_envs=2, num_episodes=1, backend=capped[cap], seed=1)[0].steps)
-        out[f"{label}/native"] = _outcome(
-            lambda: check(env_class, [config], num_envs=2, num_episodes=1, backend=native, seed=1)[0].steps)
+    # Natively (one host thread loops over an env's agents): the phase kernels' serial path, once.
+    out["TagContinuous/native"] = _outcome(lambda: check(
+        get_env_class("TagContinuous"), [ENVS["TagContinuous"][1]], num_envs=2, num_episodes=1, backend=native,
+        seed=1)[0].steps)
     for agents in (1, 3, 7):  # thread per agent: the agent count is the thread count
         out[f"DummyEnv/agents={agents}"] = _outcome(lambda: check(
             get_env_class("DummyEnv"), [dict(num_agents=agents, episode_length=5)], num_envs=3, num_episodes=1,
@@ -115,9 +117,9 @@ def envs() -> dict:
 
 
 def framework() -> dict:
-    """The framework's kernels as the demo and training run them (sampling,
-    categorical and Ornstein-Uhlenbeck, resets, done flags, the episode log), and
-    its test probes (Philox, math, RNG)."""
+    """The framework's kernels as the demo (categorical sampling, resets, done
+    flags, the episode log) and DDPG's rollout (Ornstein-Uhlenbeck sampling) run
+    them, and its test probes (Philox, math, RNG)."""
     import warp_drive.demo as demo
     from warp_drive.function_manager import FunctionManager
     from warp_drive.training.config import load_config
@@ -132,15 +134,6 @@ def framework() -> dict:
         fm.launch_flat("wd_rng_probe", [torch.zeros((n, 3)), n, 7, 0, 1], n)
         return n
 
-    def ppo():
-        trainer = build(load_config("tag_continuous_small", [
-            "trainer.backend=cpu-gpu", "trainer.num_envs=3", "trainer.rollout_length=8", "trainer.total_steps=48",
-            "env.config.episode_length=6"]))
-        for _ in range(2):
-            trainer.collect_rollout()
-            trainer.update()
-        return 2
-
     def ddpg():
         trainer = build(load_config("pendulum_ddpg", [
             "trainer.backend=cpu-gpu", "trainer.num_envs=3", "trainer.rollout_length=4", "trainer.total_steps=48",
@@ -151,7 +144,7 @@ def framework() -> dict:
 
     return {"demo": _outcome(lambda: demo.run(num_envs=3, num_agents=5, steps=60, backend=GpuShapedCpuBackend(),
                                               seed=0)["episodes"]),
-            "probes": _outcome(probes), "ppo_tag": _outcome(ppo), "ddpg_pendulum": _outcome(ddpg)}
+            "probes": _outcome(probes), "ddpg_pendulum": _outcome(ddpg)}
 
 
 _UNRECORDED_LAUNCH = CpuBackend._launch
