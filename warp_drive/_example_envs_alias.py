@@ -21,10 +21,11 @@ front of ``sys.meta_path``. It
   the ``warp_drive/`` folder (its submodules then follow through the package's
   ``__path__``).
 
-``import example_envs`` before ``warp_drive`` is imported still finds the
-checkout's folder through ``sys.path``; ``example_envs/__init__.py`` then hands
-over to ``warp_drive.example_envs`` (see there). In an installed wheel without a
-checkout on ``sys.path``, the old name resolves once ``warp_drive`` is imported.
+``import example_envs`` before ``warp_drive`` is imported finds
+``example_envs/__init__.py`` -- the checkout's folder through ``sys.path``, or
+in an installed wheel the one-file top-level package it ships for WarpDrive
+programs (which import ``example_envs`` first) -- and that file hands over to
+``warp_drive.example_envs`` (see there).
 
 A package of the user's own named ``example_envs`` that ``sys.path`` finds
 first is left alone: the alias steps aside for every ``example_envs[.sub]``
