@@ -35,16 +35,18 @@ $(VENV)/.installed-dev: pyproject.toml | $(VPY)
 	$(call install,$(TEST_EXTRAS))
 
 # Everything (CI runs this) on every core (pytest-xdist; a test file stays on
-# one worker, so its module fixtures are built once), with the 25 slowest
-# tests listed at the end. PYTEST_WORKERS=0 runs them in this one process.
+# one worker, so its module fixtures are built once; files start in collection
+# order, longest first -- tests/conftest.py), with the 25 slowest tests listed
+# at the end. PYTEST_WORKERS=0 runs them in this one process.
 PYTEST_WORKERS ?= auto
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: $(VENV)/.installed-dev
-	$(VPY) -m pytest -q --durations=25 -n $(PYTEST_WORKERS) --dist loadfile
+	$(VPY) -m pytest -q --durations=25 $(XDIST)
 
 # The day-to-day tier: no notebooks, learning runs, subprocess children or
 # nvcc/ASan builds (tests marked `slow`).
 test-fast: $(VENV)/.installed-dev
-	$(VPY) -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile
+	$(VPY) -m pytest -q -m "not slow" $(XDIST)
 
 # One training process has the machine: torch may use every core while the kernels are idle (the update).
 train: setup

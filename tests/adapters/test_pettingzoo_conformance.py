@@ -25,6 +25,8 @@ SMALL = {
                       "tagging_distance": 0.2},
     "TagGridWorld": {"num_taggers": 2, "grid_length": 5, "episode_length": 20},
     "DummyEnv": {"num_agents": 3, "episode_length": 20},
+    # 4 regions and the planner: the two groups, their spaces and the global state as at 51 regions.
+    "PandemicEconomy": {"num_regions": 4, "episode_length": 30},
 }
 TAG = SMALL["TagContinuous"]
 

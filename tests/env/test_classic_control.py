@@ -147,12 +147,13 @@ def test_consistency_checker_fixed_starts():
           reset_pool_size=0)
 
 
-@pytest.mark.parametrize("name", ENVS)
-def test_reference_is_bit_exact_over_the_state_space(name):
+@pytest.mark.parametrize("name,env_config", [(name, {}) for name in ENVS] + [("CartPole", {"sutton_barto_reward": 1})],
+                         ids=list(ENVS) + ["CartPole-sutton_barto_reward"])
+def test_reference_is_bit_exact_over_the_state_space(name, env_config):
     """One step from 300 states across the whole state space: 300 envs are two
     flat blocks, the second one partly past ``n_envs`` (the guard)."""
     num_envs = 300
-    wrapper = EnvWrapper(ENVS[name], num_envs, backend="cpu", seed=0)
+    wrapper = EnvWrapper(ENVS[name], num_envs, backend="cpu", seed=0, env_config=env_config)
     env = wrapper.env
     state = wrapper.data_manager.data_on_device_via_torch("state")
     rng = np.random.default_rng(1)

@@ -50,6 +50,21 @@ def test_the_parameters_are_seeded_and_a_user_file_replaces_draws(tmp_path):
         PandemicEconomy(**SMALL, params_file=path)
 
 
+def test_a_reused_calibration_is_the_one_its_configuration_computes():
+    """Calibration episodes are reused within a process (keyed by every array they start from): a
+    configuration that differs in any parameter -- here one the episodes read late -- gets its own."""
+    from warp_drive.example_envs.pandemic_economy import pandemic_economy
+
+    small = dict(num_regions=3, episode_length=30, vaccination_start=10)
+    first = PandemicEconomy(**small)
+    other = PandemicEconomy(**small, vaccination_rate=0.05)  # after a PandemicEconomy(**small) in this process
+    pandemic_economy._CALIBRATION_EPISODES.clear()
+    fresh = PandemicEconomy(**small, vaccination_rate=0.05)  # computed anew
+    for name in ("region_params", "national_params"):
+        assert not np.array_equal(getattr(first, name), getattr(other, name)), name
+        np.testing.assert_array_equal(getattr(other, name), getattr(fresh, name), err_msg=name)
+
+
 def test_the_top_subsidy_is_max_subsidy_of_a_workers_day():
     """The planner's top level pays max_subsidy x A / 365 per person: a share of what closing costs a region,
     not a multiple of its whole output (which made the regions' return follow the planner's subsidy)."""

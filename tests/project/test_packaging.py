@@ -149,41 +149,6 @@ def test_example_envs_in_process():
     assert a is b
 
 
-@pytest.mark.slow
-def test_wheel_trains_in_a_bare_venv(dist, tmp_path):
-    """The acceptance path: a venv without the system's packages, torch, the
-    wheel, then ``warp-drive train`` (about a minute: mostly pip)."""
-    import torch
-
-    _, wheel, _ = dist
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = env_dir / "bin" / "python"
-    torch_spec = "torch==" + torch.__version__.split("+")[0]  # the wheel this venv uses, from pip's find-links/cache
-    install = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", torch_spec, str(wheel)], capture_output=True, text=True
-    )
-    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
-
-    # Outside the checkout: the installed package is the one imported.
-    runs = tmp_path / "runs"
-    train = subprocess.run(
-        [str(env_dir / "bin" / "warp-drive"), "train", "--config", "cartpole",
-         "--set", "trainer.total_steps=1024", f"saving.basedir={runs}"],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
-    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
-    assert [p for p in runs.rglob("*") if p.is_dir() and p.parent.name == "experiment"], f"no run directory under {runs}"
-
-    # The old name first, before any warp_drive import, as WarpDrive's tests and tutorial 7 do.
-    check = subprocess.run(
-        [str(python), "-c", ONE_MODULE_CHECK.format(first=OLD_NAME, second=NEW_NAME)],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert str(env_dir) in check.stdout, f"example env not loaded from the venv: {check.stdout}"
-
-
 def _requirement_lines(text: str) -> list[str]:
     return [line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()]
 
@@ -209,12 +174,32 @@ def test_setup_py_is_a_shim_over_pyproject():
     assert len(calls) == 1 and not calls[0].args and not calls[0].keywords
 
 
+def _train_briefly(warp_drive_exe: Path, tmp_path: Path, name: str) -> None:
+    """``warp-drive train`` of CartPole for 1024 steps, outside the checkout; a run directory must appear."""
+    runs = tmp_path / name
+    train = subprocess.run(
+        [str(warp_drive_exe), "train", "--config", "cartpole",
+         "--set", "trainer.total_steps=1024", f"saving.basedir={runs}"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
+    assert [p for p in runs.rglob("*") if p.is_dir() and p.parent.name == "experiment"], f"no run directory under {runs}"
+
+
 @pytest.mark.slow
-def test_requirements_then_source_install_trains_in_a_bare_venv(tmp_path):
-    """``pip install -r requirements.txt && pip install .`` in a venv without the
-    system's packages, then ``warp-drive train`` (torch's CPU wheel first, as the
-    Makefile does, or pip would fetch the CUDA build). The source is a copy of the
-    tracked files, so that the build leaves nothing in the checkout."""
+def test_source_install_and_wheel_train_in_a_bare_venv(dist, tmp_path):
+    """Both install paths, one after the other in one venv without the system's
+    packages (one venv: torch and the dependencies are installed once):
+
+    1. ``pip install -r requirements.txt && pip install .`` from a copy of the
+       tracked files (so that the build leaves nothing in the checkout), torch's
+       CPU wheel first as the Makefile does (or pip would fetch the CUDA build);
+       then ``warp-drive train``;
+    2. the wheel of ``python -m build`` over it (``--force-reinstall --no-deps``:
+       its dependencies are requirements.txt's, which another test holds equal to
+       pyproject's, and ``pip check`` confirms they are met); ``warp-drive train``
+       again, and the example envs load from the venv under both names, the old
+       one first as WarpDrive programs import it."""
     import shutil
 
     import torch
@@ -231,16 +216,25 @@ def test_requirements_then_source_install_trains_in_a_bare_venv(tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = str(env_dir / "bin" / "python")
-    torch_spec = "torch==" + torch.__version__.split("+")[0]
-    for step in ([torch_spec], ["-r", "requirements.txt"], ["."]):
+    torch_spec = "torch==" + torch.__version__.split("+")[0]  # the wheel this venv uses, from pip's find-links/cache
+    _, wheel, _ = dist
+    steps = ([torch_spec], ["-r", "requirements.txt"], ["."])
+    for step in steps:
         install = subprocess.run([python, "-m", "pip", "install", "-q", *step], cwd=source, capture_output=True,
                                  text=True)
         assert install.returncode == 0, f"pip install {' '.join(step)}:\n" + install.stdout[-3000:] + install.stderr[-3000:]
-    runs = tmp_path / "runs"
-    train = subprocess.run(
-        [str(env_dir / "bin" / "warp-drive"), "train", "--config", "cartpole",
-         "--set", "trainer.total_steps=1024", f"saving.basedir={runs}"],
+    _train_briefly(env_dir / "bin" / "warp-drive", tmp_path, "runs_source")
+
+    for step in (["install", "-q", "--force-reinstall", "--no-deps", str(wheel)], ["check"]):
+        pip = subprocess.run([python, "-m", "pip", *step], cwd=tmp_path, capture_output=True, text=True)
+        assert pip.returncode == 0, f"pip {' '.join(step)}:\n" + pip.stdout[-3000:] + pip.stderr[-3000:]
+    _train_briefly(env_dir / "bin" / "warp-drive", tmp_path, "runs_wheel")
+
+    # Outside the checkout: the installed package is the one imported. The old name
+    # first, before any warp_drive import, as WarpDrive's tests and tutorial 7 do.
+    check = subprocess.run(
+        [python, "-c", ONE_MODULE_CHECK.format(first=OLD_NAME, second=NEW_NAME)],
         cwd=tmp_path, capture_output=True, text=True,
     )  # fmt: skip
-    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
-    assert [p for p in runs.rglob("*") if p.is_dir() and p.parent.name == "experiment"], f"no run directory under {runs}"
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert str(env_dir) in check.stdout, f"example env not loaded from the venv: {check.stdout}"

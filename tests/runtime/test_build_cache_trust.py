@@ -54,12 +54,8 @@ __attribute__((constructor)) static void planted(void) {
 """
 
 
-@pytest.fixture
-def setup(tmp_path):
-    source = tmp_path / "src" / "scaled.cu"
-    source.parent.mkdir()
-    source.write_text(SOURCE)
-    cache = tmp_path / "cache"
+def _builder(source: Path, cache: Path):
+    """``build()``: a fresh process builds ``source`` with ``cache`` as WARP_DRIVE_CACHE; returns its output."""
     env = dict(os.environ, WARP_DRIVE_CACHE=str(cache))
 
     def build() -> str:
@@ -70,6 +66,30 @@ def setup(tmp_path):
 
     build.source, build.cache = source, cache
     return build
+
+
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory):
+    """One build of SOURCE into a new cache (the runtime and the module): what
+    every ``setup`` starts from, so that each test need not compile both again."""
+    root = tmp_path_factory.mktemp("built_once")
+    source = root / "src" / "scaled.cu"
+    source.parent.mkdir()
+    source.write_text(SOURCE)
+    build = _builder(source, root / "cache")
+    assert "from_cache False" in build()
+    return build
+
+
+@pytest.fixture
+def setup(built_once, tmp_path):
+    """A private copy of ``built_once``'s cache (modes kept), built from the same
+    source path; ``setup()`` builds again in a fresh process."""
+    import shutil
+
+    cache = tmp_path / "cache"
+    shutil.copytree(built_once.cache, cache)
+    return _builder(built_once.source, cache)
 
 
 def product(cache: Path, pattern: str) -> Path:
@@ -83,7 +103,6 @@ PRODUCTS = {"module": "module_*.so", "runtime": "wd_runtime_*.so"}
 
 @pytest.mark.parametrize("which", PRODUCTS)
 def test_foreign_library_at_the_cache_path_is_never_loaded(setup, tmp_path, which):
-    assert "from_cache False" in setup()
     target = product(setup.cache, PRODUCTS[which])
     marker = tmp_path / "constructor-ran"
     planted_source = tmp_path / "planted.c"
@@ -101,7 +120,6 @@ def test_foreign_library_at_the_cache_path_is_never_loaded(setup, tmp_path, whic
 
 @pytest.mark.parametrize("which", PRODUCTS)
 def test_truncated_library_is_rebuilt_not_loaded(setup, which):
-    setup()
     target = product(setup.cache, PRODUCTS[which])
     with open(target, "r+b") as handle:
         handle.truncate(1000)
@@ -130,7 +148,6 @@ def text_section(data: bytes) -> tuple[int, int]:
 
 
 def test_library_with_altered_machine_code_is_rebuilt(setup):
-    setup()
     target = product(setup.cache, "module_*.so")
     data = bytearray(target.read_bytes())
     offset, size = text_section(bytes(data))
@@ -142,18 +159,16 @@ def test_library_with_altered_machine_code_is_rebuilt(setup):
 
 
 def test_product_without_recorded_hash_is_rebuilt(setup):
-    setup()
     target = product(setup.cache, "module_*.so")
     build_cache.hash_path(target).unlink()
     assert "from_cache False" in setup()
     assert build_cache.verified(target)
 
 
-def test_new_cache_directories_are_private(setup):
-    setup()
-    for directory in (setup.cache, setup.cache / "cpu"):
+def test_new_cache_directories_are_private(built_once):
+    for directory in (built_once.cache, built_once.cache / "cpu"):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
-    for path in (setup.cache / "cpu").iterdir():
+    for path in (built_once.cache / "cpu").iterdir():
         assert not path.stat().st_mode & 0o022, path
 
 

@@ -48,7 +48,7 @@ def line_counts(cache: Path) -> dict[Path, dict[int, int]]:
 def test_every_line_of_the_example_env_kernels_runs_on_the_cpu(tmp_path):
     env = {**os.environ, "WARP_DRIVE_CPU_MODE": "coverage", "WARP_DRIVE_CACHE": str(tmp_path / "cache"),
            "WARP_DRIVE_BACKEND": "cpu"}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu",
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not gpu and not slow",
                           "-k", "not coverage", *ENV_TESTS], cwd=ROOT, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     counts = line_counts(tmp_path / "cache")
