@@ -265,6 +265,7 @@ def test_a_file_where_the_build_cache_goes_is_one_line_naming_warp_drive_cache(t
 @pytest.mark.parametrize("content, where", [(b"name: dummy_env\nenv: [unclosed\n", "line 3, column 1: not valid YAML"),
                                             (b"name: dummy_env\n# caf\xe9\n", "line 2: not UTF-8 text")])
 @pytest.mark.parametrize("command", ["resume", "evaluate"])
+@pytest.mark.slow  # a child process per case (over ~1.5 s: the full suite, not the fast tier)
 def test_a_damaged_run_config_yaml_is_one_line_naming_the_file_and_line(tmp_path, content, where, command):
     """A run directory's config.yaml that is not YAML or not UTF-8 (damaged, or received from elsewhere):
     yaml's ParserError and a UnicodeDecodeError reached the user as tracebacks."""

@@ -142,6 +142,7 @@ def two_group_config(backend: str, total_steps: int = 4096, share: str = "group"
 
 @pytest.mark.parametrize("share", ["group", "agent"])
 @pytest.mark.parametrize("backend", ["cpu", "cpu-gpu"])
+@pytest.mark.slow  # trains (over ~1.5 s: the full suite, not the fast tier)
 def test_a_discrete_and_a_box_group_train_side_by_side(backend, share):
     """Also with per-agent weights (``share: agent``): each picker and each mover its own network."""
     trainer = build(two_group_config(backend, 4096 if share == "group" else 12288, share=share))

@@ -30,6 +30,7 @@ def smoke_run(tmp_path_factory):
     return status, out
 
 
+@pytest.mark.slow  # runs the benchmark suite (over ~1.5 s: the full suite, not the fast tier)
 def test_suite_writes_csv_plots_and_summary(smoke_run):
     status, out = smoke_run
     assert status == 0

@@ -6,6 +6,8 @@ import csv
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # benchmarks/ is not an installed package
 from benchmarks import config_results  # noqa: E402
@@ -31,6 +33,7 @@ def test_the_readme_states_each_result_as_the_claims_do():
         assert row in readme, f"README.md lacks the row\n{row}"
 
 
+@pytest.mark.slow  # trains (over ~1.5 s: the full suite, not the fast tier)
 def test_a_claim_is_checked_by_training_the_shipped_config(tmp_path):
     """dummy_env's shipped config (51k env steps, a few seconds) against its claim, one seed."""
     rows = config_results.main(["--configs", "dummy_env", "--seeds", "1", "--out", str(tmp_path)])

@@ -125,6 +125,7 @@ def test_driver_arguments():
     assert listed.returncode == 0 and tuple(listed.stdout.split()) == TARGETS, listed.stdout + listed.stderr
 
 
+@pytest.mark.slow  # child processes (over ~1.5 s: the full suite, not the fast tier)
 def test_each_target_runs_on_the_cpu_executor():
     proc = run_driver("--backend", "cpu", *(a for t in TARGETS for a in ("--target", t)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -211,6 +212,7 @@ def test_checklist_passes_when_its_steps_pass(tmp_path):
     assert "Verdict: PASS -- 1 step(s) ran, all rc 0" in (out / "gpu_report.md").read_text()
 
 
+@pytest.mark.slow  # runs the checklist script (over ~1.5 s: the full suite, not the fast tier)
 def test_checklist_skips_what_the_budget_no_longer_fits(tmp_path):
     proc, out = run_checklist(tmp_path, 10, "")  # under the 20 s a step needs: nothing runs
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -6,6 +6,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -13,6 +15,7 @@ def _blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", README.read_text(), re.S)
 
 
+@pytest.mark.slow  # builds and steps an env (over ~1.5 s: the full suite, not the fast tier)
 def test_readme_runtime_example_runs(tmp_path, monkeypatch):
     (kernel,) = [b for b in _blocks("c") if "MyEnvStep" in b]
     (example,) = [b for b in _blocks("python") if "MyEnvStep" in b]

@@ -144,6 +144,7 @@ def test_the_framework_kernels_are_race_free(race_run):
     assert framework <= launched, f"framework kernels that did not run in race mode: {framework - launched}"
 
 
+@pytest.mark.slow  # a child process (over ~1.5 s: the full suite, not the fast tier)
 def test_race_mode_without_libtsan_says_how_to_start_it():
     code = "from warp_drive.backends.cpu import CpuBackend; CpuBackend(mode='race')"
     env = {k: v for k, v in race_environment().items() if k != "LD_PRELOAD"}
@@ -195,6 +196,7 @@ def test_the_shuffle_leaves_order_independent_kernels_bit_for_bit(shuffled_backe
 
 
 @pytest.mark.parametrize("env", ["TagContinuous", "PandemicEconomy"])
+@pytest.mark.slow  # a child process (over ~1.5 s: the full suite, not the fast tier)
 def test_phase_envs_match_their_reference_with_shuffled_threads(env, shuffled_backend):
     shaped = GpuShapedCpuBackend()
     shaped.set_shuffle(5)  # process-wide, as the worker pool is; the fixture turns it off

@@ -154,6 +154,7 @@ def test_the_kernel_matches_its_reference(env_backend):
 
 # ------------------------------------------------------------------------------------------ the trainer
 @pytest.mark.parametrize("backend", ["cpu", "cpu-gpu"])
+@pytest.mark.slow  # a million samples (over ~1.5 s: the full suite, not the fast tier)
 def test_a_million_sampled_and_greedy_actions_hold_no_masked_one(backend):
     """1000 envs x 10 agents x 100 steps, sampled by the device sampler, then greedy."""
     trainer = build(masked_config(backend, 1000, "trainer.rollout_length=100", "trainer.total_steps=100000"))

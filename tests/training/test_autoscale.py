@@ -276,6 +276,7 @@ def test_a_binding_budget_real_probes_choose_the_fastest_that_fits():
     assert [line for line in lines if line.startswith("probe ")] == [p.describe() for p in result.probes]
 
 
+@pytest.mark.slow  # a child process (over ~1.5 s: the full suite, not the fast tier)
 def test_the_probe_server_imports_torch_and_warp_drive_without_touching_cuda():
     """Probes fork from a server that imported PROBE_PRELOAD: a CUDA call there would break every probe's CUDA."""
     script = textwrap.dedent("""

@@ -58,6 +58,7 @@ def resume(run_dir, tmp_path, iterations: int = 3):
 
 
 @pytest.mark.parametrize("value", [10**8, 40000])
+@pytest.mark.slow  # trains, then a child process (over ~1.5 s: the full suite, not the fast tier)
 def test_a_planted_tagger_ids_is_refused_on_resume_naming_it(run_copy, tmp_path, value):
     """Before: rc 139 (SIGSEGV) for both values (checked by resuming such a checkpoint with the code of the
     commit before this test in a subprocess); now a one-line refusal naming the array, exit status 1."""

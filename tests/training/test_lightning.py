@@ -125,6 +125,7 @@ def test_cartpole_matches_the_plain_trainer_and_logs_to_csv(tmp_path):
         [r["losses/value_loss/shared"] for r in plain_rows], rel=1e-6)
 
 
+@pytest.mark.slow  # trains twice (over ~1.5 s: the full suite, not the fast tier)
 def test_a_recurrent_per_agent_policy_matches_the_plain_trainer(tmp_path):
     """GRU states on the device and per-agent weights go through Lightning's loop unchanged."""
     extra = ("policy.shared.model.type=gru", "policy.shared.share=agent", "env.config.episode_length=5")

@@ -73,6 +73,7 @@ def test_mappo_trains_and_resumes_exactly(critic_input):
         assert x["losses/policy_loss/tagger"] == y["losses/policy_loss/tagger"]
 
 
+@pytest.mark.slow  # learns (over ~1.5 s: the full suite, not the fast tier)
 def test_mappo_with_a_state_critic_learns_the_dummy_env():
     trainer = build(config("dummy_env", "policy.shared.critic_input=state", "policy.shared.value_normalization=true"))
     before = trainer.run_episodes(greedy=True)["mean_return"]["shared"]

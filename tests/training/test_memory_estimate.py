@@ -82,6 +82,7 @@ def test_check_config_measures_the_env_and_scales_it():
     assert items["the episode recorded for the GIF"] == 501 * (2 * 16 + 120)
 
 
+@pytest.mark.slow  # a child process (over ~1.5 s: the full suite, not the fast tier)
 def test_cartpole_with_a_billion_step_episode_is_refused_at_once_with_the_figure(tmp_path):
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "warp_drive", "train", "--config", "cartpole", "--no-progress",

@@ -101,6 +101,7 @@ def test_adam_refuses_bad_hyperparameters():
         Adam(_model().parameters(), betas=(0.9, 1.0))
 
 
+@pytest.mark.slow  # a child process (over ~1.5 s: the full suite, not the fast tier)
 def test_training_never_imports_torch_dynamo():
     """torch.optim.Adam imports torch._dynamo (1.5-2 s of a CPU run's start): the build, the first
     iterations and a checkpoint's state must not. A torch upgrade that brings the import back fails here."""

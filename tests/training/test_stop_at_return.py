@@ -34,6 +34,7 @@ def test_a_reached_target_ends_the_run_early_and_saves_it(tmp_path, capsys):
     assert "stopping early: after" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # trains (over ~1.5 s: the full suite, not the fast tier)
 def test_an_unreached_target_trains_for_the_whole_budget(tmp_path):
     config, run_dir, rows = _run(tmp_path, "trainer.stop_at_return=1000")
     assert load_checkpoint(run_dir)["iteration"] == config.trainer.num_iterations
@@ -67,6 +68,7 @@ def test_a_lightning_fit_with_warp_drive_callbacks_stops_there_too(tmp_path):
     assert load_checkpoint(tmp_path / "run")["iteration"] == module.warp_trainer.iteration
 
 
+@pytest.mark.slow  # trains (over ~1.5 s: the full suite, not the fast tier)
 def test_a_greedy_evaluation_that_agrees_stops_the_run_where_the_training_episodes_do(tmp_path, capsys):
     # An untrained CartPole policy acts better greedily (~57 steps) than sampled (~22): both reach 40 together.
     _, _, plain = _run(tmp_path / "plain", "trainer.stop_at_return=40", "saving.metrics_log_freq=1")
@@ -76,6 +78,7 @@ def test_a_greedy_evaluation_that_agrees_stops_the_run_where_the_training_episod
     assert [row["global_step"] for row in checked] == [row["global_step"] for row in plain]
 
 
+@pytest.mark.slow  # trains (over ~1.5 s: the full suite, not the fast tier)
 def test_a_greedy_evaluation_that_disagrees_holds_the_stop_back_and_leaves_the_training_alone(tmp_path, capsys):
     """A DummyEnv policy that does not learn (lr 1e-12) scores about -27 sampled, -38 greedy: the training episodes
     reach -30 at once, the evaluation never does. The run trains its whole budget, evaluating again only

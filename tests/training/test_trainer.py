@@ -73,6 +73,7 @@ def gridworld_run(tmp_path_factory):
     return train(cfg, progress=False), basedir
 
 
+@pytest.mark.slow  # trains (over ~1.5 s: the full suite, not the fast tier)
 def test_train_writes_the_run_directory(gridworld_run):
     run_dir, _ = gridworld_run
     assert (run_dir / "config.yaml").is_file() and (run_dir / "metrics.csv").is_file()
@@ -198,6 +199,7 @@ def test_team_return_is_the_sum_of_the_agents_episode_returns_per_policy():
                                                                          rel=1e-5)
 
 
+@pytest.mark.slow  # trains and resumes (over ~1.5 s: the full suite, not the fast tier)
 def test_value_normalization_keeps_the_value_loss_on_one_scale_and_resumes_exactly():
     """Pendulum's returns are about -1,000: the critic's loss is O(100) on raw returns, O(1) normalised."""
     def pendulum(*extra):

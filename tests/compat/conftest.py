@@ -1,0 +1,27 @@
+"""The tier of the longer tests in the WarpDrive-written compat files.
+
+Those five ``test_compat_*.py`` files stay byte-identical (the structure issue
+made that a rule: they are WarpDrive programs as its docs show them), so a test
+there that trains or starts processes -- over ~1.5 s, like every other ``slow``
+test -- is marked here instead of with a decorator. The fast tier (``make
+test-fast``) leaves them out; ``make test`` runs them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SLOW = {
+    "test_compat_programs_small.py": {"test_example_script_distributed_training_on_two_workers",
+                                      "test_example_script_auto_scale"},
+    "test_compat_training.py": {"test_tutorial5_trainer_flow", "test_model_ckpt_filepath_is_loaded_at_start",
+                                "test_rollout_animation"},
+    "test_compat_managers.py": {"test_warpdrive_helper_names_build_and_run"},
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if getattr(item, "originalname", item.name) in SLOW.get(item.path.name, ()):
+            item.add_marker(pytest.mark.slow)
