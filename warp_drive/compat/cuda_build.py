@@ -165,7 +165,9 @@ def write_build_manifest(main_file, target) -> Path:
         raise FileNotFoundError(f"_compile: main_file {str(main_file)!r} is not a file; pass the .cu to build")
     out = Path(target).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"{MANIFEST_MAGIC}\nsource: {main}\n")
+    # Atomically: programs that share a root (tutorials 2 and 3, WarpDrive's tests under pytest-xdist) _compile
+    # to the same cuda_bin/test_build.fatbin, and a load must never read a half-written manifest.
+    write_atomically(out, f"{MANIFEST_MAGIC}\nsource: {main}\n")
     return out
 
 
@@ -196,10 +198,15 @@ def load_build_manifest(function_manager, path) -> Module:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        how = "CUDAFunctionManager._compile(main_file, cubin_file)"
+        if path.name.startswith("test_build"):  # WarpDrive's tests loaded it without building it first
+            how = ("CUDAFunctionManager._compile(main_file=f\"{get_project_root()}/warp_drive/cuda_includes/"
+                   f"test_build.cu\", cubin_file={str(path)!r}) (this project's test_build.cu: WarpDrive's "
+                   "testkernel; the sampler, reset and log kernels are always loaded)")
         raise PrebuiltBinaryError(
             f"load_cuda_from_binary_file: {str(path)!r} does not exist (WarpDrive's prebuilt test binaries are not "
-            "shipped); make it from its source with CUDAFunctionManager._compile(main_file, cubin_file) first, or "
-            "build the source directly: load_cuda_from_source_code(open(main_file).read())") from None
+            f"shipped); make it from its source with {how} first, or build the source directly: "
+            "load_cuda_from_source_code(open(main_file).read())") from None
     if not data.startswith(MANIFEST_MAGIC.encode()):
         raise PrebuiltBinaryError(
             f"load_cuda_from_binary_file({str(path)!r}): a prebuilt binary (cubin/fatbin) from elsewhere cannot be "

@@ -10,12 +10,25 @@ checkout (or site-packages), and its programs read files under it by path:
   ``default_configs.yaml`` from :data:`~warp_drive.compat.run_config.WARPDRIVE_DEFAULTS`).
   A ``Trainer`` or ``warp-drive train`` given one translates it
   (:mod:`warp_drive.compat.run_config`).
+* ``warp_drive/cuda_includes/test_build.cu`` (tutorials 2 and 3 build it with
+  ``CUDAFunctionManager._compile`` into ``cuda_bin/test_build.fatbin`` and load
+  that): **this project's own file** (:data:`TEST_BUILD_SOURCE`), giving what
+  WarpDrive's gave those programs. The sampler, reset and log kernels are this
+  project's, loaded into every function manager; ``testkernel`` (WarpDrive's
+  dummy test step, its name and parameters) comes from
+  ``<warp_drive/compat/test_steps.cu>``. No size is fixed in it: the loading
+  function manager's sizes are the header's ``wkNumberEnvs``/``wkNumberAgents``.
+  Not in it: WarpDrive's ``CudaTagGridWorldStep``/``CudaTagContinuousStep``
+  (its test-only copies of the tag envs' steps, with WarpDrive's parameter
+  lists and done flags; this project's tag envs have one kernel each, with
+  other parameters, run through ``EnvWrapper``).
 * ``warp_drive/cuda_bin/``: where WarpDrive's programs put and find builds;
-  an empty, writable directory here.
-* **not shipped**: ``warp_drive/cuda_bin/test_build.fatbin`` and
-  ``warp_drive/cuda_includes/test_build.cu`` (WarpDrive's prebuilt test
-  build; kernels here are built from their ``.cu`` source into the build
-  cache), ``tutorials/assets/**/*.state_dict`` (WarpDrive's pretrained weights:
+  a writable directory here, empty until ``_compile`` writes into it.
+* **not shipped**: a prebuilt ``warp_drive/cuda_bin/test_build.fatbin`` (until
+  ``_compile`` makes it there from ``test_build.cu``; kernels here are built
+  from their ``.cu`` source into the build cache), WarpDrive's other
+  ``cuda_includes`` files (its core kernels, ``test_build_multiblocks.cu``,
+  templates), ``tutorials/assets/**/*.state_dict`` (WarpDrive's pretrained weights:
   WarpDrive's binary files; copied from a WarpDrive checkout they load,
   converted by :mod:`warp_drive.compat.weights`) and
   ``example_envs/**/*.cu`` (WarpDrive's kernels; this project's example envs,
@@ -43,6 +56,39 @@ from warp_drive.compat.run_config import WARPDRIVE_DEFAULTS
 CACHE_NAME = "warpdrive_project_root"
 RUN_CONFIGS_DIR = "warp_drive/training/run_configs"
 CUDA_BIN_DIR = "warp_drive/cuda_bin"
+CUDA_INCLUDES_DIR = "warp_drive/cuda_includes"
+TEST_BUILD = f"{CUDA_INCLUDES_DIR}/test_build.cu"
+
+# get_project_root()/warp_drive/cuda_includes/test_build.cu: this project's file (not WarpDrive's).
+TEST_BUILD_SOURCE = """\
+// warp_drive/cuda_includes/test_build.cu under WarpDrive's get_project_root():
+// written by warp_drive.compat.project_root. This project's file, not
+// WarpDrive's: it gives a program that builds it (tutorials 2 and 3:
+// CUDAFunctionManager._compile(main_file=this file, cubin_file=...fatbin), then
+// load_cuda_from_binary_file(...fatbin)) what WarpDrive's test build gave it:
+//
+//   * the core services -- action sampler, env reset, log: this project's own
+//     kernels, loaded into every function manager, so CUDASampler,
+//     CUDAEnvironmentReset and CUDALogController work without anything here;
+//   * WarpDrive's device helper names (getEnvID, getAgentID,
+//     __sync_env_threads, wkNumberEnvs, wkNumberAgents, wkBlocksPerEnv) from
+//     <warp_drive/compat/warpdrive.h>, which every such build includes first;
+//   * testkernel, WarpDrive's dummy test step with its name and parameters
+//     (tutorial 3 steps it), from <warp_drive/compat/test_steps.cu>.
+//
+// No size is fixed here (WarpDrive's fixed 2 envs of 5 agents): the sizes are
+// those of the function manager that loads the build, any of them.
+//
+// Not here: WarpDrive's CudaTagGridWorldStep and CudaTagContinuousStep, its
+// test-only copies of the tag envs' steps, with WarpDrive's parameter lists and
+// done flags. This project's tag envs have one kernel each, with their own
+// parameters (TagGridWorldStep, TagContinuousStep); run them through EnvWrapper.
+//
+// Your own steps may be added below (#include "/path/to/your_step.cu"): they
+// build with the names above on both executors. The file is written only when
+// missing, so your edits are kept.
+#include <warp_drive/compat/test_steps.cu>
+"""
 
 # WarpDrive 2.7.1's warp_drive/training/run_configs/*.yaml: its keys and values, re-typed.
 RUN_CONFIG_FILES: dict[str, str] = {
@@ -274,14 +320,19 @@ NOT_SHIPPED: dict[str, str] = {
                          "WarpDrive 2.7 checkout (tutorials/assets/tag_continuous_training/) and pass that path: "
                          "load_model_checkpoint converts WarpDrive's layout; or train the policies here "
                          "(Trainer.train(), `warp-drive train -e tag_continuous`)",
-    "warp_drive/cuda_bin/test_build": "WarpDrive's prebuilt test binary is not shipped: kernels here are built from "
-                                      "their .cu source into the build cache. Build a source with "
-                                      "CUDAFunctionManager.load_cuda_from_source_code(code) or run an env through "
-                                      "EnvWrapper, which builds its kernel",
-    "warp_drive/cuda_includes/": "WarpDrive's cuda_includes (its core kernels and test_build.cu) are not shipped as "
-                                 "files: the core kernels are built in (warp_drive/cuda/, included with "
-                                 "#include <warp_drive/...>), and WarpDrive's device helper names come from "
-                                 "<warp_drive/compat/warpdrive.h>",
+    "warp_drive/cuda_bin/test_build": "WarpDrive's prebuilt test binaries are not shipped: kernels here are built "
+                                      "from their .cu source into the build cache. Make test_build.fatbin as "
+                                      "WarpDrive's tutorials 2 and 3 do, CUDAFunctionManager._compile("
+                                      f"main_file=f'{{get_project_root()}}/{TEST_BUILD}', cubin_file=<this path>), "
+                                      "then load_cuda_from_binary_file(<this path>); or build a source with "
+                                      "load_cuda_from_source_code(code), or run an env through EnvWrapper, which "
+                                      "builds its kernel",
+    "warp_drive/cuda_includes/": "WarpDrive's other cuda_includes files (core_service.h and its core kernels, "
+                                 "test_build_multiblocks.cu, the env_config/env_runner templates) are not shipped: "
+                                 "the core kernels are built in (warp_drive/cuda/, included with "
+                                 "#include <warp_drive/...>), WarpDrive's device helper names come from "
+                                 "<warp_drive/compat/warpdrive.h>, and test_build.cu (this project's, provided) "
+                                 "builds for the loading function manager's sizes, blocks_per_env included",
     "example_envs/": "WarpDrive's example env sources are not shipped under this root: this project's example envs "
                      "are the package warp_drive.example_envs, with their own kernels next to their classes",
 }
@@ -299,9 +350,14 @@ def _files() -> dict[str, str]:
              "warp_drive.utils.common.get_project_root(). Written by warp_drive.compat.project_root.", "",
              "Provided:",
              f"  {RUN_CONFIGS_DIR}/*.yaml  WarpDrive 2.7.1's run configs (translated when a Trainer reads them)",
-             f"  {CUDA_BIN_DIR}/  an empty, writable directory", "", "Not provided:"]
+             f"  {TEST_BUILD}  this project's test build (not WarpDrive's): WarpDrive's helper names, its",
+             "      testkernel (tutorial 3's step) and, loaded with any build, the sampler, reset and log kernels;",
+             "      build it with CUDAFunctionManager._compile(main_file=..., cubin_file=...) as WarpDrive did.",
+             "      Not in it: WarpDrive's CudaTagGridWorldStep/CudaTagContinuousStep (see the file)",
+             f"  {CUDA_BIN_DIR}/  a writable directory (_compile writes its 'binaries' here)", "", "Not provided:"]
     lines += [f"  {prefix}...  {why}" for prefix, why in NOT_SHIPPED.items()]
     files["README.txt"] = "\n".join(lines) + "\n"
+    files[TEST_BUILD] = TEST_BUILD_SOURCE
     return files
 
 
@@ -342,4 +398,4 @@ def not_shipped(path: str | Path) -> str | None:
     return f"{relative} (under get_project_root()): not a file this project ships there (see README.txt there)"
 
 
-__all__ = ["get_project_root", "not_shipped", "RUN_CONFIG_FILES", "NOT_SHIPPED"]
+__all__ = ["get_project_root", "not_shipped", "RUN_CONFIG_FILES", "NOT_SHIPPED", "TEST_BUILD", "TEST_BUILD_SOURCE"]
