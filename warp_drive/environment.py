@@ -52,6 +52,23 @@ finite, and int32 state must lie in the inclusive bounds of ``array_ranges()``
 (``_done_`` in 0..2 and ``_timestep_`` in 0..episode_length always): declare
 there every int state array a kernel indexes with. Anything that does not fit
 is refused naming the array, before any array is changed.
+
+One env on the host: ``reset()`` and ``step(actions)``. Every environment also
+runs as a single, gym-style multi-agent env in NumPy, with no executor and no
+kernel: ``reset(seed=None)`` builds one replica's arrays from
+``get_data_dictionary(1)`` (a row of ``get_reset_pools`` replaces its targets
+where the env has pools, as the framework's reset does, drawn with
+``np.random.default_rng(seed)``) and returns ``{agent id: observation}``;
+``step(actions)`` takes ``{agent id: action}`` (or one array over the agents),
+advances that replica with ``reference_step`` -- the very reference the
+consistency checker compares with the kernel -- and returns
+``(observations, rewards, done, info)`` as dicts keyed by agent id, with
+``done = {"__all__": episode over}`` (the multi-agent convention of RLlib's
+``MultiAgentEnv``) and ``info = {"terminated": ..., "truncated": ...}``. The
+replica's arrays are ``single_env_arrays`` (env dimension 1, under the
+kernel's names), readable and writable between steps. It is a reference for
+reading, testing and debugging an env; training runs the kernel through
+``EnvWrapper``.
 """
 
 from __future__ import annotations
@@ -64,6 +81,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from warp_drive.data_feed import DataFeed
+from warp_drive.data_manager import DONE, TIMESTEP, convert_value
 from warp_drive.layouts import (  # noqa: F401  (re-exported: env classes name their layout from here)
     AGENT_PHASES,
     THREAD_LAYOUTS,
@@ -213,3 +231,111 @@ class Environment(abc.ABC):
         ``arrays`` holds host copies of all the env's device arrays (env
         dimension first) and its scalars, under the same names the kernel uses.
         """
+
+    # ---------------------------------------------------------------- one env on the host
+    # The arrays of the one replica reset() built (env dimension 1, the kernel's names); None before reset().
+    single_env_arrays: dict[str, Any] | None = None
+
+    def reset(self, seed: int | None = None) -> dict[int, np.ndarray]:
+        """Start one replica on the host and return ``{agent id: observation}`` (see the module docstring).
+
+        Its arrays come from ``get_data_dictionary(1)``; where the env has reset
+        pools, one pool row drawn with ``np.random.default_rng(seed)`` replaces
+        their targets, as a reset on the device does.
+        """
+        arrays: dict[str, Any] = {}
+        for name, entry in self.get_data_dictionary(1).items():
+            attributes = entry.get("attributes") or {}
+            if attributes.get("is_reset_pool"):
+                continue  # a pool the env declared itself: drawn by the framework on the device only
+            value = convert_value(name, entry["data"], attributes.get("dtype"))
+            arrays[name] = value.copy() if isinstance(value, np.ndarray) else value
+        for target, pool in self.get_reset_pools(1, np.random.default_rng(seed)).items():
+            if target not in arrays:
+                raise ValueError(f"{type(self).__name__}.get_reset_pools() gives a pool for {target!r}, which "
+                                 "get_data_dictionary() does not declare")
+            arrays[target][...] = np.asarray(pool)[:1]
+        arrays[DONE] = np.zeros(1, np.int32)
+        arrays[TIMESTEP] = np.zeros(1, np.int32)
+        arrays.update(n_envs=np.int32(1), n_agents=np.int32(self.num_agents),
+                      episode_length=np.int32(self.episode_length))
+        self.single_env_arrays = arrays
+        return self.single_env_observations()
+
+    def step(self, actions: Any) -> tuple[dict, dict, dict, dict]:
+        """Advance the replica of :meth:`reset` by one step of ``reference_step``.
+
+        ``actions``: ``{agent id: action}`` for every agent, or one array whose
+        first dimension is the agents. Returns ``(observations, rewards, done,
+        info)`` (see the module docstring).
+        """
+        arrays = self.single_env_arrays
+        name = type(self).__name__
+        if arrays is None:
+            raise RuntimeError(f"{name}.step() before reset(): call reset() first to start the episode")
+        if int(arrays[DONE][0]):
+            raise RuntimeError(f"{name}.step(): the episode is over (done); call reset() to start a new one")
+        for where, rows in self._single_env_rows("sampled_actions"):
+            arrays[where][0, ...] = self._single_env_actions(actions, rows, arrays[where][0])
+        self.reference_step(arrays)
+        done = int(arrays[DONE][0])
+        rewards = {agent: float(arrays[where][0, row]) for where, rows in self._single_env_rows("rewards")
+                   for agent, row in rows.items()}
+        info = {"terminated": done == 1, "truncated": done == 2}
+        return self.single_env_observations(), dict(sorted(rewards.items())), {"__all__": done != 0}, info
+
+    def _single_env_rows(self, kind: str) -> list[tuple[str, dict[int, int]]]:
+        """``(array, {agent id: its row})`` for ``kind``: a group's own ``<kind>_<group>`` (rows in
+        group order), and the shared ``kind`` for the other agents (row = agent id)."""
+        arrays = self.single_env_arrays
+        out, shared = [], {}
+        for group, agents in self.agent_groups().items():
+            if f"{kind}_{group}" in arrays:
+                out.append((f"{kind}_{group}", {agent: row for row, agent in enumerate(agents)}))
+            else:
+                shared.update({agent: agent for agent in agents})
+        if shared:
+            if kind not in arrays:
+                raise NotImplementedError(f"{type(self).__name__}: no {kind!r} array for agents {sorted(shared)}")
+            out.append((kind, shared))
+        return out
+
+    def _single_env_actions(self, actions: Any, rows: dict[int, int], current: np.ndarray) -> np.ndarray:
+        """``current`` (one env's action array) with the given agents' rows set from ``actions``, each
+        checked against the agent's action space."""
+        name = type(self).__name__
+        if isinstance(actions, Mapping):
+            missing = sorted(set(range(self.num_agents)) - set(actions))
+            extra = sorted(set(actions) - set(range(self.num_agents)), key=str)
+            if missing or extra:
+                raise ValueError(f"{name}.step(actions): one action per agent id 0..{self.num_agents - 1} is "
+                                 f"needed; missing {missing}, unknown {extra}")
+            given = dict(actions)
+        else:
+            array = np.asarray(actions)
+            if array.ndim == 0 or array.shape[0] != self.num_agents:
+                raise ValueError(f"{name}.step(actions): an array of actions needs the agents first "
+                                 f"({self.num_agents} rows), got shape {array.shape}")
+            given = dict(enumerate(array))
+        out = current.copy()
+        for agent, row in rows.items():
+            space = self.action_space(agent)
+            value = np.asarray(given[agent])
+            if not space.contains(value.astype(space.dtype) if space.dtype is not None else value):
+                raise ValueError(f"{name}.step(actions): agent {agent}'s action {given[agent]!r} is not in its "
+                                 f"action space {space}")
+            if value.size != out[row].size:
+                raise ValueError(f"{name}.step(actions): agent {agent}'s action has {value.size} values, its row "
+                                 f"of the action array {out[row].size}")
+            out[row] = value.reshape(out[row].shape)
+        return out
+
+    def single_env_observations(self) -> dict[int, np.ndarray]:
+        """``{agent id: observation}`` of the replica's arrays as they are (copies), e.g. after
+        ``single_env_arrays`` was written."""
+        arrays = self.single_env_arrays
+        if arrays is None:
+            raise RuntimeError(f"{type(self).__name__} has no single env yet: call reset() first")
+        obs = {agent: np.array(arrays[where][0, row]) for where, rows in self._single_env_rows("observations")
+               for agent, row in rows.items()}
+        return dict(sorted(obs.items()))
