@@ -131,7 +131,7 @@ class EnvWrapper:
         self._push_reset_pools(reset_pool_size)
         self._state_ranges = self._check_checkpoint_declarations()
 
-        self.function_manager = FunctionManager(self.num_envs, self.num_agents, requested_blocks, self.backend)
+        self.function_manager = self._make_function_manager(requested_blocks)
         own_step = env_.bind_step
         if own_step is not None:  # the env builds its kernels and launches its own step
             self._step = own_step(self)
@@ -167,6 +167,10 @@ class EnvWrapper:
     def _make_env(env: Any, env_config: dict | None) -> Environment:
         """The wrapped env; a subclass may accept more kinds of env (WarpDrive's does)."""
         return make_env(env, env_config)
+
+    def _make_function_manager(self, blocks_per_env: int | None) -> FunctionManager:
+        """The function manager the env's kernels load into; a subclass may use a subclass (WarpDrive's does)."""
+        return FunctionManager(self.num_envs, self.num_agents, blocks_per_env, self.backend)
 
     # ------------------------------------------------------------ setup
     def _requested_blocks_per_env(self, requested: int | None) -> int | None:

@@ -348,3 +348,12 @@ def _non_negative(value: Any, what: str) -> float:
     if not np.isfinite(value) or value < 0:
         raise ValueError(f"{what} must be a finite number >= 0 (it is a magnitude), got {value}")
     return value
+
+
+def __getattr__(name: str):
+    # WarpDrive 2.7's kept name CUDATagGridWorld (its kernel-stepped subclass), defined in warp_drive.compat.
+    if name == "CUDATagGridWorld":
+        from warp_drive.compat.example_envs import CUDATagGridWorld
+
+        return CUDATagGridWorld
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,6 +42,8 @@ from warp_drive.compat.envs import to_gymnasium_space
 from warp_drive.consistency import ConsistencyError
 from warp_drive.data_manager import DONE
 from warp_drive.compat.env_wrapper import EnvWrapper, check_testing_mode
+from warp_drive.environment import Environment
+from warp_drive.wrapper import POOL_SUFFIX
 
 _OBSERVATIONS, _ACTIONS, _REWARDS = "observations", "sampled_actions", "rewards"
 _EPSILON = 1e-10  # keeps the relative difference finite where the Python value is 0
@@ -105,7 +107,15 @@ class EnvironmentCPUvsGPU:
     ``cuda_env_class``; ``env_configs`` maps a config name to constructor
     keywords; ``env_wrapper`` builds the kernel side (any callable taking
     WarpDrive's EnvWrapper keywords). ``assert_equal_num_agents_per_block`` is
-    accepted and unused, as in WarpDrive. ``use_gpu_testing_mode=True`` (with
+    accepted and unused, as in WarpDrive. ``gpu_env_backend`` names the executor of
+    the kernel side; left out, it is ``"auto"`` (PyCUDA where a GPU is present, as
+    WarpDrive's default ``"pycuda"`` was, else the cpu executor), so a WarpDrive
+    test that relies on the default runs on either machine. The Python side may be
+    a WarpDrive-style class or one of this project's envs, stepped by its
+    single-env NumPy reference (``Environment.reset``/``step``); for the latter,
+    where the kernel side draws its start states from reset pools, each Python
+    env starts its episodes from its kernel env's start state (see
+    :meth:`_reset_python_env`). ``use_gpu_testing_mode=True`` (with
     an optional ``testing_bin_filename``) is passed to the wrapper as
     WarpDrive's ``testing_mode`` keywords, meaning what
     :func:`warp_drive.compat.env_wrapper.check_testing_mode` says: the kernels
@@ -125,7 +135,7 @@ class EnvironmentCPUvsGPU:
         blocks_per_env=None,
         assert_equal_num_agents_per_block=False,
         num_episodes=2,
-        gpu_env_backend="pycuda",
+        gpu_env_backend=None,
         use_gpu_testing_mode=False,
         testing_bin_filename=None,
         env_registrar=None,
@@ -170,9 +180,9 @@ class EnvironmentCPUvsGPU:
         for scenario, env_config in self.env_configs.items():
             print(f"Performing the consistency checks for scenario: {scenario}...")
             cpu_envs = [self._cpu_env(env_config) for _ in range(self.num_envs)]
-            obs_cpu = [env.reset() for env in cpu_envs]
             env_gpu = self._gpu_env(env_config)
             env_gpu.reset_all_envs()
+            obs_cpu = [self._reset_python_env(cpu_envs[e], env_gpu, e) for e in range(self.num_envs)]
             self._check_policy_map(env_gpu)
             self._upload_step_actions(env_gpu)
             check = _Comparison(scenario, env_gpu, consistency_threshold_pct)
@@ -196,7 +206,8 @@ class EnvironmentCPUvsGPU:
                 if env_gpu.cuda_data_manager.pull_data_from_device(DONE).any():
                     raise ConsistencyError(f"{scenario}: {when}: reset_only_done_envs left done flags set")
                 if done_cpu.any():
-                    obs_after = [cpu_envs[e].reset() if done_cpu[e] else results[e][0] for e in range(self.num_envs)]
+                    obs_after = [self._reset_python_env(cpu_envs[e], env_gpu, e) if done_cpu[e] else results[e][0]
+                                 for e in range(self.num_envs)]
                     check.observations(obs_after, f"{when}, after resetting envs {np.flatnonzero(done_cpu).tolist()}")
             print(f"The CPU and the GPU environment outputs are consistent within {consistency_threshold_pct} percent.")
 
@@ -232,15 +243,38 @@ class EnvironmentCPUvsGPU:
 
     @staticmethod
     def _upload_step_actions(env_gpu) -> None:
-        """WarpDrive's ``kIndexToActionArr``: an env's ``step_actions`` table, if its kernel declares it."""
+        """WarpDrive's ``kIndexToActionArr``: an env's ``step_actions`` table, uploaded as WarpDrive's checker
+        did -- into the kernel's ``__constant__`` symbol, or checked against the table a kernel holds built in
+        (:meth:`warp_drive.compat.managers.CUDAFunctionManager.initialize_shared_constants`)."""
         table = getattr(env_gpu.env, "step_actions", None)
         if table is None:
             return
-        modules = env_gpu.cuda_function_manager.modules
-        if not any("kIndexToActionArr" in (getattr(m, "constants", None) or {}) for m in modules):
-            return
+        fm = env_gpu.cuda_function_manager
+        declared = any("kIndexToActionArr" in (getattr(m, "constants", None) or ()) for m in fm.modules)
+        builtin = getattr(fm, "_builtin_constant", lambda name: None)("kIndexToActionArr") is not None
+        if not (declared or builtin):
+            return  # the kernel has no such table
         env_gpu.cuda_data_manager.add_shared_constants({"kIndexToActionArr": np.asarray(table, np.int32).ravel()})
-        env_gpu.cuda_function_manager.initialize_shared_constants(env_gpu.cuda_data_manager, ["kIndexToActionArr"])
+        fm.initialize_shared_constants(env_gpu.cuda_data_manager, ["kIndexToActionArr"])
+
+    @staticmethod
+    def _reset_python_env(env, env_gpu, env_id: int) -> dict:
+        """``env.reset()``; for one of this project's envs whose kernel side draws its start states from reset
+        pools on the device, the Python env then starts from kernel env ``env_id``'s start state (the two
+        cannot draw the same random starts), so what is compared is the step."""
+        obs = env.reset()
+        if not isinstance(env, Environment):
+            return obs
+        dm = env_gpu.cuda_data_manager
+        if not any(name.endswith(POOL_SUFFIX) for name in dm.array_names):
+            return obs  # fixed starts: the Python reset's state is compared with the kernel's
+        arrays = env.single_env_arrays
+        for name, value in arrays.items():
+            if isinstance(value, np.ndarray) and dm.is_data_on_device(name):
+                device = dm.pull_data_from_device(name)
+                if value.shape[:1] == (1,) and device.shape == (env_gpu.n_envs, *value.shape[1:]):
+                    value[...] = device[env_id:env_id + 1]
+        return env.single_env_observations()
 
     @staticmethod
     def _push_actions(actions: list[dict], env_gpu) -> None:

@@ -2,9 +2,12 @@
 
 ``EnvWrapper(env_obj=... | env_name=..., env_config=, num_envs=, blocks_per_env=,
 env_backend=, env_registrar=, process_id=)``, the attributes ``n_agents``,
-``n_envs``, ``cuda_data_manager``, ``cuda_function_manager``,
-``cuda_function_feed``, ``env_backend``, and WarpDrive's return values (the first
-``reset()`` returns the first observations; resets return ``{}``).
+``n_envs``, ``cuda_data_manager``, ``cuda_function_manager`` (a
+:class:`~warp_drive.compat.managers.CUDAFunctionManager`), ``cuda_function_feed``,
+``env_backend``, and WarpDrive's return values (the first ``reset()`` returns
+the first observations; resets return ``{}``). As WarpDrive's wrapper did, it
+also sets ``env.cuda_data_manager`` and ``env.cuda_function_manager`` on the
+env object it wraps.
 
 ``env_backend="cpu"`` is the cpu executor, which runs the env's *kernel*
 (WarpDrive's "cpu" meant its Python step; call ``env_obj.step(actions)``
@@ -25,9 +28,10 @@ from typing import Any
 
 from warp_drive import wrapper
 from warp_drive.compat.envs import as_environment, is_warpdrive_env
+from warp_drive.compat.managers import CUDAFunctionManager
 from warp_drive.data_manager import DataManager
 from warp_drive.environment import Environment
-from warp_drive.function_manager import FunctionFeed, FunctionManager
+from warp_drive.function_manager import FunctionFeed
 
 # WarpDrive's env_backend values; "numba" has no counterpart here.
 WARPDRIVE_BACKENDS = ("pycuda", "cpu", "numba")
@@ -187,6 +191,15 @@ class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
         super().__init__(chosen, 1 if num_envs is None else num_envs, backend_name, blocks_per_env, seed,
                          reset_pool_size=reset_pool_size, validate_actions=validate_actions, defines=defines)
         self.cuda_function_feed = FunctionFeed(self.data_manager)
+        # As WarpDrive's wrapper did: the env object holds the managers its kernel runs on
+        # (WarpDrive programs write env_wrapper.env.cuda_data_manager, ...).
+        self.env.cuda_data_manager = self.data_manager
+        self.env.cuda_function_manager = self.function_manager
+
+    def _make_function_manager(self, blocks_per_env: int | None) -> CUDAFunctionManager:
+        """WarpDrive's function manager (its method names; shared constants a kernel holds built in)."""
+        return CUDAFunctionManager(self.num_agents, self.num_envs, blocks_per_env, self.process_id,
+                                   backend=self.backend)
 
     # ------------------------------------------------------------ WarpDrive's return values
     def step_all_envs(self, actions: Any = None) -> None:
@@ -246,7 +259,7 @@ class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
         return self.data_manager
 
     @property
-    def cuda_function_manager(self) -> FunctionManager:
+    def cuda_function_manager(self) -> CUDAFunctionManager:
         return self.function_manager
 
     @property

@@ -179,6 +179,15 @@ class WarpDriveEnv(Environment):
             raise AttributeError(attribute)
         return getattr(env, attribute)
 
+    # ------------------------------------------------------------ the env's own Python API
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        """The WarpDrive env's own ``reset()`` (not Environment's single-env reference)."""
+        return self.warpdrive_env.reset(*args, **kwargs)
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        """The WarpDrive env's own ``step()`` (with its ``env_backend``: the kernel or its Python step)."""
+        return self.warpdrive_env.step(*args, **kwargs)
+
     # ------------------------------------------------------------ spaces
     def _action_spaces(self, action_space: Any) -> AgentSpaces:
         if not hasattr(action_space, "keys"):

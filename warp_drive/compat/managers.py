@@ -48,6 +48,7 @@ from warp_drive.registry import get_env_class, registered_envs
 from warp_drive.reset import EnvironmentReset
 from warp_drive.sampler import Sampler
 from warp_drive.compat.env_registrar import env_registrar as default_registrar
+from warp_drive.compat.example_envs import KERNEL_BUILTIN_CONSTANTS
 
 _WARPDRIVE_CASTS = {np.dtype(np.float64): FLOAT32, np.dtype(np.int64): INT32}
 _PACKAGE_DIR = str(Path(__file__).resolve().parent.parent) + os.sep
@@ -263,6 +264,48 @@ class CUDAFunctionManager(FunctionManager):
     def _get_function(self, fname: str):
         """The kernel, callable PyCUDA-style: ``kernel(*args, block=..., grid=...)``."""
         return self.get_function(fname)
+
+    # -- shared constants -------------------------------------------------------
+    def initialize_shared_constants(self, data_manager, constant_names: Iterable[str]) -> None:
+        """Upload the data manager's shared constants into the loaded modules' ``__constant__`` symbols.
+
+        A WarpDrive symbol that this project's kernel holds built in
+        (:data:`~warp_drive.compat.example_envs.KERNEL_BUILTIN_CONSTANTS`, e.g.
+        ``kIndexToActionArr`` of ``TagGridWorldStep``) has nothing to upload: its
+        value must equal the built-in one (then this is a no-op), and any other
+        value is refused, naming both, since the kernel could not use it.
+        """
+        names = [constant_names] if isinstance(constant_names, str) else list(constant_names)
+        uploads = []
+        for name in names:
+            builtin = self._builtin_constant(name)
+            if builtin is None:
+                uploads.append(name)
+                continue
+            kernel, table = builtin
+            value = np.asarray(data_manager.shared_constant(name))
+            if value.size != table.size or not np.array_equal(value.reshape(-1), table.reshape(-1)):
+                raise ValueError(
+                    f"shared constant {name!r}: kernel {kernel} holds this table built in (WarpDrive uploaded it "
+                    f"as a __constant__ symbol), as {table.reshape(-1).tolist()}; the value given, "
+                    f"{value.reshape(-1).tolist()}, differs and cannot be used by the kernel. Upload the built-in "
+                    f"table (the env's step_actions) or leave {name!r} out; to change the moves, edit the kernel's "
+                    "move code and its NumPy reference together"
+                )
+        super().initialize_shared_constants(data_manager, uploads)
+
+    def _builtin_constant(self, name: str) -> tuple[str, np.ndarray] | None:
+        """(kernel, value) when ``name`` is a table a loaded kernel holds built in and no loaded
+        module declares it as a ``__constant__`` symbol (a module that does gets the upload)."""
+        if name not in KERNEL_BUILTIN_CONSTANTS:
+            return None
+        modules = self.modules
+        if any(name in (getattr(m, "constants", None) or ()) for m in modules):
+            return None
+        kernel, table = KERNEL_BUILTIN_CONSTANTS[name]
+        if not any(kernel in m.kernel_names for m in modules):
+            return None
+        return kernel, table
 
     @property
     def cuda_function_names(self) -> list[str]:
