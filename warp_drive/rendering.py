@@ -20,13 +20,15 @@ which would otherwise make frame counts depend on whether agents moved.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["render_tag_episode", "render_gridworld_episode", "render_polylines_episode"]
+__all__ = ["render_tag_episode", "render_gridworld_episode", "render_polylines_episode", "find_ffmpeg_for_matplotlib",
+           "video_animation_class"]
 
 TAGGER_STYLE = dict(color="#d62728", marker="^", label="tagger")
 RUNNER_STYLE = dict(color="#1f77b4", marker="o", label="runner")
@@ -51,6 +53,58 @@ def _as_episode(xs: Any, ys: Any, is_tagger: Any, active: Any | None):
         if active.shape != xs.shape:
             raise ValueError(f"active must have the positions' shape {xs.shape}, got {active.shape}")
     return xs, ys, is_tagger, active
+
+
+FFMPEG_HINT = ("matplotlib's animations write video (anim.to_html5_video(), anim.save('x.mp4')) with an ffmpeg "
+               "binary: put ffmpeg on PATH, or pip install 'warp-drive[warpdrive]' (imageio-ffmpeg brings one)")
+
+
+def find_ffmpeg_for_matplotlib() -> str | None:
+    """The ffmpeg binary matplotlib's animation writer will use, pointing it at imageio-ffmpeg's when needed.
+
+    Nothing changes when matplotlib finds ``rcParams["animation.ffmpeg_path"]``
+    itself (``ffmpeg`` on PATH, or a path the user set) or when the user set
+    that path at all (a setting is never overridden, even a wrong one). Only
+    when the default ``"ffmpeg"`` is not on PATH and the ``imageio-ffmpeg``
+    package is installed does the setting become its bundled binary
+    (``imageio_ffmpeg.get_ffmpeg_exe()``). Returns the binary's path, or None
+    when there is none (``FFMPEG_HINT`` says what to install).
+    """
+    import shutil
+
+    import matplotlib
+
+    configured = matplotlib.rcParams["animation.ffmpeg_path"]
+    found = shutil.which(configured)
+    if found is not None or configured != matplotlib.rcParamsDefault["animation.ffmpeg_path"]:
+        return found
+    try:
+        import imageio_ffmpeg
+
+        exe = imageio_ffmpeg.get_ffmpeg_exe()
+    except (ImportError, RuntimeError):  # not installed, or its binary is missing for this platform
+        return None
+    matplotlib.rcParams["animation.ffmpeg_path"] = exe
+    return exe
+
+
+@functools.lru_cache(maxsize=None)
+def video_animation_class() -> type:
+    """``matplotlib.animation.FuncAnimation`` whose ``to_html5_video()`` finds an ffmpeg binary as
+    :func:`find_ffmpeg_for_matplotlib` does and, when there is none, says what to install (``FFMPEG_HINT``)
+    instead of matplotlib's "Requested MovieWriter (ffmpeg) not available"."""
+    import matplotlib
+    from matplotlib.animation import FuncAnimation
+
+    class VideoFuncAnimation(FuncAnimation):
+        def to_html5_video(self, embed_limit=None):
+            if matplotlib.rcParams["animation.writer"] == "ffmpeg" and find_ffmpeg_for_matplotlib() is None:
+                raise RuntimeError(f"no ffmpeg binary for anim.to_html5_video() "
+                                   f"(rcParams['animation.ffmpeg_path'] = "
+                                   f"{matplotlib.rcParams['animation.ffmpeg_path']!r}): {FFMPEG_HINT}")
+            return super().to_html5_video(embed_limit)
+
+    return VideoFuncAnimation
 
 
 def _blit_writer_class():

@@ -3,7 +3,9 @@
 It returns what WarpDrive's returned: a ``matplotlib.animation.FuncAnimation``
 of one episode of env 0 with the trainer's current policies (sampled actions),
 one frame per step plus the reset state, so ``anim.to_jshtml()``,
-``anim.to_html5_video()`` (needs ffmpeg) and ``anim.save(...)`` work as in the
+``anim.to_html5_video()`` (needs ffmpeg: on PATH, or imageio-ffmpeg's binary,
+which ``render.find_ffmpeg_for_matplotlib`` hands matplotlib when it has none;
+without either it says what to install) and ``anim.save(...)`` work as in the
 tutorial. The figure is a plain ``matplotlib.figure.Figure`` (no pyplot state
 is touched), drawn top-down in 2-D with ``render``'s markers and validation
 rather than WarpDrive's 3-D axes. Frames after the episode's end are not drawn
@@ -31,7 +33,6 @@ def generate_tag_env_rollout_animation(
     gif_path: str | None = None,
 ):
     """A ``FuncAnimation`` of one TagContinuous episode of ``trainer``'s env 0 (WarpDrive's signature)."""
-    from matplotlib.animation import FuncAnimation
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -50,6 +51,7 @@ def generate_tag_env_rollout_animation(
         render.render_tag_episode(gif_path, xs, ys, is_tagger, active, float(env.grid_length), fps=fps,
                                   title="Continuous Tag")
 
+    render.find_ffmpeg_for_matplotlib()  # for anim.to_html5_video() where no ffmpeg is on PATH
     grid = float(env.grid_length)
     fig = Figure(figsize=(fig_width, fig_height))
     FigureCanvasAgg(fig)
@@ -78,4 +80,4 @@ def generate_tag_env_rollout_animation(
                        f"({100 * left / max(initial_runners, 1):.0f}%)")
         return runners, taggers_art, label
 
-    return FuncAnimation(fig, animate, frames=np.arange(played), interval=1000.0 / fps)
+    return render.video_animation_class()(fig, animate, frames=np.arange(played), interval=1000.0 / fps)
