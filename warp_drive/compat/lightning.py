@@ -19,31 +19,44 @@ Its envs live where the wrapper put them: ``env_backend="cpu"`` goes with
 ``accelerator="cpu"``, ``"pycuda"`` with ``accelerator="gpu"``. Our form
 (a RunConfig or a built trainer) works too, with WarpDrive's trainer methods.
 
-The callbacks ``CUDACallback`` and ``PerfStatsCallback`` are WarpDrive's. All
-are ``lightning.pytorch`` classes: pass them to ``lightning.Trainer``
-(WarpDrive's tutorial imported ``pytorch_lightning.Trainer``, a separate
-package in Lightning 2 that refuses ``lightning.pytorch`` modules).
+The callbacks ``CUDACallback`` and ``PerfStatsCallback`` are WarpDrive's.
+
+**Which Lightning.** In Lightning 2, ``lightning.pytorch`` and the standalone
+``pytorch_lightning`` are two copies of one package, and each ``Trainer``
+refuses the other's modules. WarpDrive's classes were ``pytorch_lightning``
+classes (its tutorial 7 fits them with ``pytorch_lightning.Trainer``); ours
+are written once, as mixins, and :func:`lightning_api` gives them over
+either package: ``lightning_api("pytorch_lightning").WarpDriveModule`` is a
+``pytorch_lightning.LightningModule``, ``lightning_api("lightning.pytorch")``
+(the names at module level here) are ``lightning.pytorch`` classes.
+WarpDrive's path ``warp_drive.training.pytorch_lightning`` picks one when it
+is imported (:func:`program_lightning_package`).
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
+import warnings
+from types import SimpleNamespace
 from typing import Any
 
 import lightning.pytorch as pl
 
 from warp_drive.compat.trainer import Trainer, TrainerDDPG
 from warp_drive.training import lightning_module
+from warp_drive.training.lightning_module import LIGHTNING_PACKAGES, over_lightning_package
 from warp_drive.training.algorithm_table import uses_ddpg
 from warp_drive.training.config import RunConfig
 from warp_drive.training.run import build, due
 from warp_drive.wrapper import EnvWrapper
 
-__all__ = ["CUDACallback", "PerfStatsCallback", "WarpDriveModule"]
+__all__ = ["CUDACallback", "PerfStatsCallback", "WarpDriveModule", "lightning_api", "program_lightning_package"]
 
 
-class WarpDriveModule(lightning_module.WarpDriveModule):
-    """WarpDrive's ``WarpDriveModule`` (module docstring) over this project's."""
+class WarpDriveModuleMixin:
+    """What WarpDrive's :class:`WarpDriveModule` adds to this project's (module docstring), over either package."""
 
     def __init__(self, source: RunConfig | Trainer | EnvWrapper | None = None, config: Any = None,
                  policy_tag_to_agent_id_map: dict | None = None,
@@ -67,6 +80,7 @@ class WarpDriveModule(lightning_module.WarpDriveModule):
                             "...), config=run_config, policy_tag_to_agent_id_map=...)")
         super().__init__(source, config, rollouts_per_epoch=rollouts_per_epoch)
         self.warpdrive_outputs = warpdrive_form  # WarpDrive's printed metrics, results.json and model files
+        warn_if_the_other_lightning_is_imported(type(self))
 
     @staticmethod
     def _warpdrive_trainer(source, env_wrapper, config, policy_tag_to_agent_id_map, separate_placeholders,
@@ -150,17 +164,19 @@ class WarpDriveModule(lightning_module.WarpDriveModule):
             warp._write_models()
 
 
-class CUDACallback(pl.Callback):
-    """WarpDrive's ``CUDACallback(module)``: resets every env of ``module`` when training starts, says when it ends.
+class WarpDriveModule(WarpDriveModuleMixin, lightning_module.WarpDriveModule):
+    """WarpDrive's ``WarpDriveModule`` (module docstring) over this project's, a ``lightning.pytorch`` module.
 
-    The reset also drops partial episode returns, so the first episodes' returns
-    count only their own rewards. (It resets after a checkpoint is restored too,
-    as WarpDrive did; leave the callback out to resume a run exactly.)
+    ``lightning_api("pytorch_lightning").WarpDriveModule`` is the same over ``pytorch_lightning``.
     """
 
-    def __init__(self, module: WarpDriveModule):
+
+class CUDACallbackMixin:
+    """What :class:`CUDACallback` does, over either Lightning package."""
+
+    def __init__(self, module: WarpDriveModuleMixin):
         super().__init__()
-        if not isinstance(module, WarpDriveModule):
+        if not isinstance(module, WarpDriveModuleMixin):
             raise TypeError(f"CUDACallback takes the WarpDriveModule whose envs it resets; got {type(module).__name__}")
         self.module = module
         self.resets = 0
@@ -173,7 +189,16 @@ class CUDACallback(pl.Callback):
         print("Training is complete!")
 
 
-class PerfStatsCallback(pl.Callback):
+class CUDACallback(CUDACallbackMixin, pl.Callback):
+    """WarpDrive's ``CUDACallback(module)``: resets every env of ``module`` when training starts, says when it ends.
+
+    The reset also drops partial episode returns, so the first episodes' returns
+    count only their own rewards. (It resets after a checkpoint is restored too,
+    as WarpDrive did; leave the callback out to resume a run exactly.)
+    """
+
+
+class PerfStatsCallbackMixin:
     """WarpDrive's ``PerfStatsCallback(batch_size, num_iters, log_freq=1)``: prints the throughput while fitting.
 
     The numbers are the warp_drive Trainer's own (``Trainer.perf_stats``, timed
@@ -199,7 +224,7 @@ class PerfStatsCallback(pl.Callback):
         self._fit_started = 0.0
 
     def _warp(self, pl_module) -> Trainer:
-        if not isinstance(pl_module, WarpDriveModule):
+        if not isinstance(pl_module, WarpDriveModuleMixin):
             raise TypeError(f"PerfStatsCallback reports a WarpDriveModule's throughput; got {type(pl_module).__name__}")
         return pl_module.warp_trainer
 
@@ -233,3 +258,51 @@ class PerfStatsCallback(pl.Callback):
         for key, value in stats.items():
             print(f"{key:40}: {value:10.2f}")
         print()
+
+
+class PerfStatsCallback(PerfStatsCallbackMixin, pl.Callback):
+    __doc__ = PerfStatsCallbackMixin.__doc__
+
+
+@functools.lru_cache(maxsize=None)
+def lightning_api(package: str = "lightning.pytorch") -> SimpleNamespace:
+    """WarpDrive's Lightning names over the Lightning ``package`` (``"lightning.pytorch"`` or
+    ``"pytorch_lightning"``): ``WarpDriveModule``, ``CUDACallback``, ``PerfStatsCallback`` and this project's
+    ``RolloutDataModule``, each a class of that package (``package`` names it), the same object on every call."""
+    return SimpleNamespace(package=package, **{cls.__name__: over_lightning_package(cls, package) for cls in (
+        WarpDriveModule, CUDACallback, PerfStatsCallback, lightning_module.RolloutDataModule)})
+
+
+def _separate_pytorch_lightning():
+    """The ``pytorch_lightning`` module when this process imported it and it is not ``lightning.pytorch``."""
+    standalone = sys.modules.get("pytorch_lightning")
+    if standalone is None or getattr(standalone, "LightningModule", None) is pl.LightningModule:
+        return None
+    return standalone
+
+
+@functools.lru_cache(maxsize=None)
+def program_lightning_package() -> str:
+    """The Lightning package this process's WarpDrive program fits with, decided at the first call (the first
+    import of ``warp_drive.training.pytorch_lightning``) and kept for the process, so that a re-import or a
+    reload serves the same classes as before: ``"pytorch_lightning"`` when that separate package is already
+    imported -- WarpDrive's tutorial 7 imports ``pytorch_lightning.Trainer`` before
+    ``warp_drive.training.pytorch_lightning`` -- else ``"lightning.pytorch"``."""
+    return "pytorch_lightning" if _separate_pytorch_lightning() is not None else LIGHTNING_PACKAGES[0]
+
+
+MIXED_LIGHTNING_HINT = (
+    "{cls} here is a lightning.pytorch class (warp_drive.training.pytorch_lightning was first imported before "
+    "pytorch_lightning), so pytorch_lightning.Trainer would refuse it (TypeError: `model` must be a "
+    "`LightningModule`): use `from lightning import Trainer`, or import pytorch_lightning before "
+    "warp_drive.training.pytorch_lightning in a fresh process, or take the classes of "
+    "warp_drive.compat.lightning.lightning_api('pytorch_lightning')")
+
+
+def warn_if_the_other_lightning_is_imported(cls: type) -> bool:
+    """Warn (and return True) when ``cls`` is a ``lightning.pytorch`` class while this process has also imported
+    the separate ``pytorch_lightning``: a program that imported it late may be about to fit with its Trainer."""
+    if _separate_pytorch_lightning() is None or not issubclass(cls, pl.LightningModule):
+        return False
+    warnings.warn(MIXED_LIGHTNING_HINT.format(cls=cls.__name__), UserWarning, stacklevel=3)
+    return True

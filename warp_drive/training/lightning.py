@@ -66,7 +66,11 @@ whose epoch is one rollout as WarpDrive counted, ``CUDACallback`` and
 
 The classes live in ``lightning_data.py`` (the batch), ``lightning_module.py``
 (the module) and ``lightning_callbacks.py``; this module checks that Lightning
-2 is installed and names them.
+2 is installed and names them. They are ``lightning.pytorch`` classes; the
+standalone ``pytorch_lightning`` package is a separate copy whose ``Trainer``
+refuses them, and ``over_lightning_package(WarpDriveModule,
+"pytorch_lightning")`` (likewise ``RolloutDataModule``) is the same class
+over that package (the logic is written once, in mixins).
 
 The warp_drive Trainer (env, models, optimizers) is built in ``setup()``, when
 Lightning knows the device and the process's rank; ``warp_trainer`` holds it.
@@ -93,7 +97,8 @@ from warp_drive.training.lightning_module import (  # noqa: E402
     SUPPORTED_PRECISIONS,
     RolloutDataModule,
     WarpDriveModule,
+    over_lightning_package,
 )
 
 __all__ = ["CHECKPOINT_KEY", "SUPPORTED_PRECISIONS", "Rollout", "RolloutDataModule", "RolloutLoader",
-           "WarpDriveCallbacks", "WarpDriveModule"]
+           "WarpDriveCallbacks", "WarpDriveModule", "over_lightning_package"]

@@ -1,15 +1,30 @@
 """``WarpDriveModule``: a warp_drive trainer as a ``LightningModule`` (``training/lightning.py`` says how
-the two training loops map onto each other), and ``RolloutDataModule``, its data side."""
+the two training loops map onto each other), and ``RolloutDataModule``, its data side.
+
+In Lightning 2 the ``lightning`` package (``lightning.pytorch``) and the
+standalone ``pytorch_lightning`` package are two copies of the same code,
+and each ``Trainer`` accepts only its own copy's ``LightningModule``. So the
+logic is written once, in mixins with no Lightning base
+(:class:`WarpDriveModuleMixin`, :class:`RolloutDataModuleMixin`), and a
+class is that mixin over one package's base: ``WarpDriveModule`` and
+``RolloutDataModule`` here are ``lightning.pytorch``'s, and
+:func:`over_lightning_package` makes the same class over another package's
+(``over_lightning_package(WarpDriveModule, "pytorch_lightning")``). The
+package's strategies come from ``lightning`` (the class attribute that names
+the package), never from an import of the other copy.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib
 from contextlib import nullcontext
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 from warp_drive.backends import backend_class
 from warp_drive.training import distributed
@@ -31,21 +46,78 @@ PROGRESS_BAR_KEYS = ("charts/SPS", "charts/episodic_return/")
 MEMORY_OF_DEVICE = {"cpu": "host", "cuda": "cuda"}
 ACCELERATOR_MEMORY = {"cpu": "host", "gpu": "cuda"}
 AUTO_BACKEND = {"cpu": "cpu", "cuda": "pycuda"}
+# The Lightning 2 packages a module class can be written over: the same code, two copies.
+LIGHTNING_PACKAGES = ("lightning.pytorch", "pytorch_lightning")
+_INSTALL = {"lightning.pytorch": "pip install 'lightning>=2.2'", "pytorch_lightning": "pip install 'pytorch-lightning>=2.2'"}
 
 
-class WarpDriveModule(pl.LightningModule):
-    """The policies of a warp_drive run as a ``LightningModule`` (see the module docstring).
+def lightning_package(name: str) -> ModuleType:
+    """The Lightning package ``name`` (one of :data:`LIGHTNING_PACKAGES`), imported."""
+    if name not in LIGHTNING_PACKAGES:
+        raise ValueError(f"unknown Lightning package {name!r}: use one of {LIGHTNING_PACKAGES}")
+    try:
+        package = importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(f"{name} is not installed: {_INSTALL[name]}") from exc
+    if int(package.__version__.split(".")[0]) < 2:
+        raise ImportError(f"warp_drive's Lightning classes need {name} >= 2.2, found {package.__version__}: "
+                          f"{_INSTALL[name]}")
+    return package
 
-    ``source`` (or ``config=``) is a ``RunConfig`` (the trainer is built in
-    ``setup()``, on the device Lightning chose, one per process) or an existing
-    trainer of ``run.build`` (single process; its env already lives on a
-    device). ``rollouts_per_epoch``: rollouts per Lightning epoch (default: the
-    whole run is one epoch).
+
+def over_lightning_package(cls: type, package: str) -> type:
+    """``cls`` -- a class of this project written over ``lightning.pytorch`` -- over the Lightning ``package``.
+
+    ``cls`` must be written as ``class X(SomeMixin, <a lightning.pytorch
+    class, or another such class>)`` with nothing in its body but its
+    docstring (the methods live in the mixins, which both copies share).
+    The class returned has the same name and the same mixins, over
+    ``package``'s counterparts of the Lightning bases; it is made once per
+    (class, package). For ``"lightning.pytorch"`` it is ``cls`` itself (and
+    also when ``pytorch_lightning`` is an alias of ``lightning.pytorch``).
+    """
+    target = lightning_package(package)
+    if target is pl or getattr(target, "LightningModule", None) is pl.LightningModule:
+        return cls
+    return _over(cls, target.__name__)
+
+
+def _is_lightning_pytorch_class(base: type) -> bool:
+    return base.__module__ == "lightning.pytorch" or base.__module__.startswith("lightning.pytorch.")
+
+
+@functools.lru_cache(maxsize=None)
+def _over(cls: type, package: str) -> type:
+    target = importlib.import_module(package)
+    if not any(_is_lightning_pytorch_class(b) for b in cls.__mro__):
+        raise TypeError(f"{cls.__qualname__} is not a lightning.pytorch class")
+    methods = sorted(k for k, v in vars(cls).items() if callable(v) or isinstance(v, (property, staticmethod,
+                                                                                       classmethod)))
+    if methods:  # they would stay bound to cls (zero-argument super() names it): keep them in the mixins
+        raise TypeError(f"{cls.__qualname__} defines {methods} in its own body; over_lightning_package needs "
+                        f"them in a mixin")
+    bases = []
+    for base in cls.__bases__:
+        if _is_lightning_pytorch_class(base):  # LightningModule, LightningDataModule, Callback: top-level names
+            bases.append(getattr(target, base.__name__))
+        elif any(_is_lightning_pytorch_class(b) for b in base.__mro__):
+            bases.append(_over(base, package))
+        else:
+            bases.append(base)
+    return type(cls.__name__, tuple(bases), {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                             "__doc__": cls.__doc__, "lightning": target})
+
+
+class WarpDriveModuleMixin:
+    """What :class:`WarpDriveModule` does (its arguments are documented there), with no Lightning base: a
+    class is this mixin over one Lightning package's ``LightningModule``, the package named in ``lightning``.
 
     WarpDrive 2.7's form, ``WarpDriveModule(env_wrapper=, config=, ...)``, is the
     subclass at WarpDrive's path ``warp_drive.training.pytorch_lightning``
     (:mod:`warp_drive.compat.lightning`).
     """
+
+    lightning: ModuleType = pl  # the Lightning package of the class: lightning.pytorch, or pytorch_lightning
 
     def __init__(self, source: RunConfig | OnDeviceTrainer | None = None, config: RunConfig | None = None, *,
                  rollouts_per_epoch: int | None = None):
@@ -112,7 +184,8 @@ class WarpDriveModule(pl.LightningModule):
         if stage != "fit":
             return
         strategy = self.trainer.strategy
-        if not isinstance(strategy, (SingleDeviceStrategy, DDPStrategy)):
+        strategies = self.lightning.strategies
+        if not isinstance(strategy, (strategies.SingleDeviceStrategy, strategies.DDPStrategy)):
             raise ValueError(f"WarpDriveModule runs with a single-device or DDP strategy (strategy='auto' or "
                              f"'ddp'); got {type(strategy).__name__}")
         precision = str(self.trainer.precision)
@@ -248,17 +321,24 @@ class WarpDriveModule(pl.LightningModule):
         warp.load_state_dict(state_for_rank(checkpoint[CHECKPOINT_KEY], warp.distributed, "the Lightning checkpoint"))
 
 
-class RolloutDataModule(pl.LightningDataModule):
-    """The data side of a warp_drive run: the rollouts of ``module``'s envs, collected on the device.
+class WarpDriveModule(WarpDriveModuleMixin, pl.LightningModule):
+    """The policies of a warp_drive run as a ``lightning.pytorch`` ``LightningModule`` (see the module docstring).
 
-    The envs belong to the module's warp_drive Trainer (the policies act in
-    them), so this only hands Lightning the module's ``RolloutLoader``;
-    ``fit(module)`` without a data module does the same.
+    ``source`` (or ``config=``) is a ``RunConfig`` (the trainer is built in
+    ``setup()``, on the device Lightning chose, one per process) or an existing
+    trainer of ``run.build`` (single process; its env already lives on a
+    device). ``rollouts_per_epoch``: rollouts per Lightning epoch (default: the
+    whole run is one epoch). The same module for ``pytorch_lightning.Trainer``:
+    ``over_lightning_package(WarpDriveModule, "pytorch_lightning")``.
     """
 
-    def __init__(self, module: WarpDriveModule):
+
+class RolloutDataModuleMixin:
+    """What :class:`RolloutDataModule` does (over either Lightning package)."""
+
+    def __init__(self, module: WarpDriveModuleMixin):
         super().__init__()
-        if not isinstance(module, WarpDriveModule):
+        if not isinstance(module, WarpDriveModuleMixin):
             raise TypeError(f"RolloutDataModule takes the WarpDriveModule whose envs it reads; "
                             f"got {type(module).__name__}")
         self.module = module
@@ -267,3 +347,10 @@ class RolloutDataModule(pl.LightningDataModule):
         return self.module.train_dataloader()
 
 
+class RolloutDataModule(RolloutDataModuleMixin, pl.LightningDataModule):
+    """The data side of a warp_drive run: the rollouts of ``module``'s envs, collected on the device.
+
+    The envs belong to the module's warp_drive Trainer (the policies act in
+    them), so this only hands Lightning the module's ``RolloutLoader``;
+    ``fit(module)`` without a data module does the same.
+    """
