@@ -75,10 +75,13 @@ def test_notebook(tmp_path, notebook):
 @pytest.mark.parametrize("flags", SCRIPT_RUNS.values(), ids=SCRIPT_RUNS.keys())
 def test_example_training_script(tmp_path, flags):
     program = edit((CHECKOUT / SCRIPT).read_text(), device_count=2)
-    # The run config's sizes, for the test's time: the script reads them from get_project_root().
+    # The run config's sizes, for the test's time, and its results under this test's directory (the
+    # configs say /tmp, where two runs in the same second would collide): the script reads the config
+    # from get_project_root().
     program = program.replace("run_config = yaml.safe_load(fp)",
                               "run_config = yaml.safe_load(fp)\n"
-                              "    run_config['trainer'].update(num_envs=2, num_episodes=4, train_batch_size=200)")
+                              "    run_config['trainer'].update(num_envs=2, num_episodes=4, train_batch_size=200)\n"
+                              "    run_config['saving']['basedir'] = os.getcwd()")
     outcome(run(tmp_path, "example_training_script_pycuda.py", program, flags), " ".join(flags))
 
 
