@@ -24,15 +24,29 @@ checkout (or site-packages), and its programs read files under it by path:
   other parameters, run through ``EnvWrapper``).
 * ``warp_drive/cuda_bin/``: where WarpDrive's programs put and find builds;
   a writable directory here, empty until ``_compile`` writes into it.
+* ``tutorials/assets/tag_continuous_training/{tagger,runner}_1000010000.state_dict``
+  (tutorial 5 loads them with ``load_model_checkpoint`` and renders an
+  episode): **this project's own weights** (:data:`TUTORIAL5_WEIGHTS`, package
+  data under ``warp_drive/compat/assets/tutorial5/``), not WarpDrive's: tutorial
+  5's two A2C policies (``fully_connected``, ``fc_dims [256, 256]``) trained by
+  this project's Trainer on tutorial 5's env config (5 taggers, 100 runners,
+  grid 20, 500-step episodes) for :data:`TUTORIAL5_TRAINING` ``["env_steps"]``
+  env steps on one CPU core, by ``benchmarks/train_tutorial5_weights.py`` (which
+  remakes them; its figures are in :data:`TUTORIAL5_TRAINING`). They are this
+  project's actor-critic state dicts, as the compat ``save_model_checkpoint``
+  writes them. The ``1000010000`` in the names is WarpDrive's file name, kept
+  so that the tutorial's paths work, not this training's step count (loading
+  sets the trainer's env step to it, as WarpDrive's did). WarpDrive's own files,
+  copied over them from a WarpDrive checkout, load too, converted by
+  :mod:`warp_drive.compat.weights`.
 * **not shipped**: a prebuilt ``warp_drive/cuda_bin/test_build.fatbin`` (until
   ``_compile`` makes it there from ``test_build.cu``; kernels here are built
   from their ``.cu`` source into the build cache), WarpDrive's other
   ``cuda_includes`` files (its core kernels, ``test_build_multiblocks.cu``,
-  templates), ``tutorials/assets/**/*.state_dict`` (WarpDrive's pretrained weights:
-  WarpDrive's binary files; copied from a WarpDrive checkout they load,
-  converted by :mod:`warp_drive.compat.weights`) and
-  ``example_envs/**/*.cu`` (WarpDrive's kernels; this project's example envs,
-  with their own kernels, are ``warp_drive.example_envs``).
+  templates), WarpDrive's own tutorial assets (its pretrained ``.state_dict``
+  weights -- binary files of WarpDrive's -- its figures and its copy of the run
+  config) and ``example_envs/**/*.cu`` (WarpDrive's kernels; this project's
+  example envs, with their own kernels, are ``warp_drive.example_envs``).
   :func:`not_shipped` says so for a path a program asked for.
 
 The directory is ``<build cache>/warpdrive_project_root/<hash of the shipped
@@ -45,7 +59,11 @@ and a version of this project that ships other files uses another directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
+import tempfile
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -313,12 +331,36 @@ saving: {metrics_log_freq: 1000, model_params_save_freq: 5000, basedir: /export/
 """,
 }
 
+TUTORIAL5_ASSETS_DIR = "tutorials/assets/tag_continuous_training"
+# get_project_root()/<path> -> the package data file (under warp_drive/compat/) written there: this project's
+# weights for tutorial 5 (see the module docstring). The names are WarpDrive's, kept for the tutorial's paths.
+TUTORIAL5_WEIGHTS: dict[str, str] = {
+    f"{TUTORIAL5_ASSETS_DIR}/tagger_1000010000.state_dict": "assets/tutorial5/tagger_1000010000.state_dict",
+    f"{TUTORIAL5_ASSETS_DIR}/runner_1000010000.state_dict": "assets/tutorial5/runner_1000010000.state_dict",
+}
+# How the shipped weights were made (benchmarks/train_tutorial5_weights.py's printed figures: 40 envs, one CPU core,
+# 32 iterations of the tutorial's A2C in 727 s). Rewards: mean episodic reward per agent over one 500-step episode
+# in each of the 40 envs; runners tagged: per episode, of 100. A short training: with sampled actions the taggers
+# tag more than untrained ones; with greedy (argmax) actions the pair tags far fewer runners than an untrained
+# pair (which of the two policies accounts for that was not measured). Far from WarpDrive's 1e9-step training.
+TUTORIAL5_TRAINING: dict = {
+    "env_steps": 320_000, "iterations": 32, "num_envs": 40, "train_batch_size": 10_000, "train_seconds": 727,
+    "cpu_cores": 1,
+    # (tagger reward per agent, runner reward per agent, runners tagged per episode), before -> after training
+    "sampled": {"before": (156.45, -7.60, 78.2), "after": (177.30, -8.75, 88.7)},
+    "greedy": {"before": (178.05, -8.79, 89.0), "after": (45.70, -1.51, 22.9)},
+}
+
+
 # What WarpDrive programs read under the root that is not shipped, and why (path prefix -> sentence).
 NOT_SHIPPED: dict[str, str] = {
-    "tutorials/assets/": "WarpDrive's pretrained weights (tutorial 5's tagger/runner .state_dict files) are "
-                         "WarpDrive's own binary files and are not shipped by this project. Copy them from a "
-                         "WarpDrive 2.7 checkout (tutorials/assets/tag_continuous_training/) and pass that path: "
-                         "load_model_checkpoint converts WarpDrive's layout; or train the policies here "
+    "tutorials/assets/": "WarpDrive's own tutorial assets (its pretrained weights, figures and run-config copy) "
+                         "are WarpDrive's files and are not shipped by this project. What is shipped there: "
+                         "tutorial 5's tagger_1000010000.state_dict and runner_1000010000.state_dict under "
+                         "tutorials/assets/tag_continuous_training/, this project's own weights (trained by this "
+                         "project on tutorial 5's config; the 1000010000 is WarpDrive's file name, not their step "
+                         "count). WarpDrive's files, copied from a WarpDrive 2.7 checkout, load too "
+                         "(load_model_checkpoint converts WarpDrive's layout); or train the policies here "
                          "(Trainer.train(), `warp-drive train -e tag_continuous`)",
     "warp_drive/cuda_bin/test_build": "WarpDrive's prebuilt test binaries are not shipped: kernels here are built "
                                       "from their .cu source into the build cache. Make test_build.fatbin as "
@@ -354,30 +396,69 @@ def _files() -> dict[str, str]:
              "      testkernel (tutorial 3's step) and, loaded with any build, the sampler, reset and log kernels;",
              "      build it with CUDAFunctionManager._compile(main_file=..., cubin_file=...) as WarpDrive did.",
              "      Not in it: WarpDrive's CudaTagGridWorldStep/CudaTagContinuousStep (see the file)",
-             f"  {CUDA_BIN_DIR}/  a writable directory (_compile writes its 'binaries' here)", "", "Not provided:"]
+             f"  {CUDA_BIN_DIR}/  a writable directory (_compile writes its 'binaries' here)",
+             f"  {TUTORIAL5_ASSETS_DIR}/{{tagger,runner}}_1000010000.state_dict  this project's own weights",
+             "      for tutorial 5 (not WarpDrive's): its two A2C policies trained by this project on tutorial 5's",
+             f"      env config for {TUTORIAL5_TRAINING['env_steps']} env steps "
+             "(benchmarks/train_tutorial5_weights.py in the source).",
+             "      The 1000010000 in the names is WarpDrive's file name, kept so that the tutorial's paths work,",
+             "      not their step count. WarpDrive's own files, copied over them, load too (converted).",
+             "", "Not provided:"]
     lines += [f"  {prefix}...  {why}" for prefix, why in NOT_SHIPPED.items()]
     files["README.txt"] = "\n".join(lines) + "\n"
     files[TEST_BUILD] = TEST_BUILD_SOURCE
     return files
 
 
-def _version(files: dict[str, str]) -> str:
+@functools.lru_cache(maxsize=1)
+def _binary_files() -> dict[str, bytes]:
+    """The shipped binary files (:data:`TUTORIAL5_WEIGHTS`), read from the package data."""
+    out = {}
+    package = resources.files("warp_drive.compat")
+    for name, data in TUTORIAL5_WEIGHTS.items():
+        source = package.joinpath(data)
+        if not source.is_file():
+            raise FileNotFoundError(f"warp_drive/compat/{data} (package data, laid out at get_project_root()/{name}) "
+                                    f"is missing from this installation: reinstall warp-drive, or in a checkout "
+                                    f"remake it with `python -m benchmarks.train_tutorial5_weights`")
+        out[name] = source.read_bytes()
+    return out
+
+
+def _version(files: dict[str, str], binary: dict[str, bytes]) -> str:
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    for name in sorted(binary):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(binary[name]).digest() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def _write_bytes_atomically(target: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def get_project_root() -> Path:
     """The directory WarpDrive programs read files under (see the module docstring); created, and its
     missing files written, on every call."""
-    files = _files()
-    root = private_dir(cache_dir(CACHE_NAME) / _version(files))
-    for name, text in files.items():
+    files, binary = _files(), _binary_files()
+    root = private_dir(cache_dir(CACHE_NAME) / _version(files, binary))
+    for name, content in [*files.items(), *binary.items()]:
         path = root / name
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, text)
+            if isinstance(content, bytes):
+                _write_bytes_atomically(path, content)
+            else:
+                write_atomically(path, content)
     (root / CUDA_BIN_DIR).mkdir(parents=True, exist_ok=True)
     return root
 
@@ -398,4 +479,5 @@ def not_shipped(path: str | Path) -> str | None:
     return f"{relative} (under get_project_root()): not a file this project ships there (see README.txt there)"
 
 
-__all__ = ["get_project_root", "not_shipped", "RUN_CONFIG_FILES", "NOT_SHIPPED", "TEST_BUILD", "TEST_BUILD_SOURCE"]
+__all__ = ["get_project_root", "not_shipped", "RUN_CONFIG_FILES", "NOT_SHIPPED", "TEST_BUILD", "TEST_BUILD_SOURCE",
+           "TUTORIAL5_WEIGHTS", "TUTORIAL5_TRAINING"]
