@@ -4,11 +4,11 @@
 allows (``env_backend="cpu"``; the GPU assert and the shell line dropped) and in sizes: the YAML run config keeps
 every key, with 2 taggers, 10 runners, 20-step episodes, 2 envs and 2 iterations (results under a temporary
 directory instead of ``/tmp``). It keeps ``num_other_agents_observed: 10`` and ``fc_dims: [256, 256]``, the shapes
-of WarpDrive's pretrained weights that the tutorial loads from
-``get_project_root()/tutorials/assets/tag_continuous_training/``. This project does not ship those binary files
-(``warp_drive.compat.project_root``); a user copies them there from a WarpDrive checkout, and so does the test,
-from ``$WARPDRIVE_CHECKOUT`` or ``/tmp/wd`` when one is there (the root is under a private build cache), else that
-step is skipped with a message (the rest runs). ``anim.to_html5_video()`` needs an ffmpeg binary: on PATH, or
+of the pretrained weights that the tutorial loads from
+``get_project_root()/tutorials/assets/tag_continuous_training/``: this project's own, shipped there
+(``warp_drive.compat.project_root``; ``test_tutorial5_shipped_weights.py``). WarpDrive's own files, copied over
+them from a WarpDrive checkout, load too: the test does that from ``$WARPDRIVE_CHECKOUT`` or ``/tmp/wd`` when one
+is there (the root is under a private build cache), else it loads the shipped ones. ``anim.to_html5_video()`` needs an ffmpeg binary: on PATH, or
 imageio-ffmpeg's (the ``warpdrive`` extra), which ``warp_drive.rendering.find_ffmpeg_for_matplotlib`` hands
 matplotlib only when its own lookup fails and the user has not set a path.
 """
@@ -171,27 +171,26 @@ def test_tutorial5_as_written(tmp_path, monkeypatch, capsys):
     assert "Metrics for policy 'runner'" in capsys.readouterr().out
 
     source = warpdrive_assets()
-    if source is None:
-        skipped.append("trainer.load_model_checkpoint(WarpDrive's pretrained weights) not called: this project does "
-                       "not ship them and no WarpDrive checkout was found (set WARPDRIVE_CHECKOUT) to copy them from")
-    else:
-        target = Path(get_project_root()) / ASSETS  # where a user copies them from a WarpDrive checkout
-        target.mkdir(parents=True, exist_ok=True)
+    target = Path(get_project_root()) / ASSETS
+    if source is not None:  # WarpDrive's own files, copied over the shipped ones as a user may: they load too
         for name in WEIGHTS:
             shutil.copyfile(source / name, target / name)
-        trainer.load_model_checkpoint(
-            {
-                "tagger": f"{get_project_root()}/tutorials/assets/tag_continuous_training/tagger_1000010000.state_dict",
-                "runner": f"{get_project_root()}/tutorials/assets/tag_continuous_training/runner_1000010000.state_dict",
-            }
-        )
-        from warp_drive.compat.weights import convert
+    expected_files = {tag: target / f"{tag}_1000010000.state_dict" for tag in ("tagger", "runner")}
+    expected_states = {tag: torch.load(path, map_location="cpu", weights_only=True)
+                       for tag, path in expected_files.items()}
+    trainer.load_model_checkpoint(
+        {
+            "tagger": f"{get_project_root()}/tutorials/assets/tag_continuous_training/tagger_1000010000.state_dict",
+            "runner": f"{get_project_root()}/tutorials/assets/tag_continuous_training/runner_1000010000.state_dict",
+        }
+    )
+    from warp_drive.compat.weights import convert, is_warpdrive_state
 
-        for tag in ("tagger", "runner"):
-            model = trainer.policies[tag].model
-            warpdrive = torch.load(source / f"{tag}_1000010000.state_dict", map_location="cpu", weights_only=True)
-            expected = convert(warpdrive, model.state_dict())
-            assert all(torch.equal(model.state_dict()[k], v) for k, v in expected.items()), tag
+    for tag, state in expected_states.items():
+        model = trainer.policies[tag].model
+        expected = convert(state, model.state_dict()) if is_warpdrive_state(state) else state
+        assert is_warpdrive_state(state) == (source is not None), tag  # shipped: this project's layout
+        assert all(torch.equal(model.state_dict()[k], v) for k, v in expected.items()), tag
 
     show_rollout()
 

@@ -131,8 +131,9 @@ def test_missing_weights_under_the_root_say_they_are_not_shipped(cache, tmp_path
     run_config = shrink(read_run_config("tag_gridworld"), tmp_path)
     wrapper = EnvWrapper(env_obj=TagGridWorld(**run_config["env"]), num_envs=2, env_backend="cpu")
     trainer = Trainer(wrapper, run_config, {"shared": list(range(wrapper.n_agents))}, verbose=False)
-    weights = f"{get_project_root()}/tutorials/assets/tag_continuous_training/tagger_1000010000.state_dict"
-    with pytest.raises(FileNotFoundError, match=r"pretrained weights .* not shipped by this project"):
+    # Tutorial 5's own two files are shipped (this project's weights); WarpDrive's other assets are not.
+    weights = f"{get_project_root()}/tutorials/assets/tag_continuous_training/tagger_2000000.state_dict"
+    with pytest.raises(FileNotFoundError, match=r"pretrained weights.* not shipped by this project"):
         trainer.load_model_checkpoint({"shared": weights})
     with pytest.raises(FileNotFoundError, match=r"does not exist$"):  # any other path: the plain message
         trainer.load_model_checkpoint({"shared": str(tmp_path / "nowhere.state_dict")})
