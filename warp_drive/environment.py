@@ -81,7 +81,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DONE, TIMESTEP, convert_value
+from warp_drive.data_values import DONE, TIMESTEP, convert_value
 from warp_drive.layouts import (  # noqa: F401  (re-exported: env classes name their layout from here)
     AGENT_PHASES,
     THREAD_LAYOUTS,

@@ -41,7 +41,8 @@ import torch
 from warp_drive.backends import get_backend
 from warp_drive.compat.cuda_build import build_warpdrive_source, load_build_manifest, write_build_manifest
 from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import FLOAT32, INT32, DataManager, _cast_checked, _tensor_to_numpy
+from warp_drive.data_manager import DataManager
+from warp_drive.data_values import FLOAT32, INT32, _cast_checked, _tensor_to_numpy
 from warp_drive.function_manager import FunctionFeed, FunctionManager
 from warp_drive.log import LogController
 from warp_drive.registry import get_env_class, registered_envs
