@@ -169,13 +169,6 @@ def test_the_tutorials_trainer_loads_them_as_written(cache, tmp_path):
         assert all(torch.equal(loaded[k], shipped[k]) for k in shipped), tag
         assert any(not torch.equal(fresh[tag][k], shipped[k]) for k in shipped), f"{tag}: an untrained policy"
 
-    # They act as trained, not as a fresh init: in the training's figures (TUTORIAL5_TRAINING) the greedy pair tags
-    # 23 runners an episode against the untrained pair's 89 (40 envs); here 2 envs, one 500-step episode each.
-    trained, _ = trainer.evaluate_episodes(1, use_argmax=True)
-    for tag, p in trainer.policies.items():
-        p.model.load_state_dict(fresh[tag])
-    untrained, _ = trainer.evaluate_episodes(1, use_argmax=True)
-    tagged = {name: sums["tagger"].sum(axis=1).mean() / 10.0 for name, sums in (("trained", trained),
-                                                                                ("untrained", untrained))}
-    assert tagged["trained"] + 30 < tagged["untrained"], tagged
+    # How they play (measured once, when they were made) is TUTORIAL5_TRAINING's figures, not re-measured here:
+    # two 500-step episodes of 105 agents cost more than the rest of this file.
     trainer.graceful_close()
