@@ -73,13 +73,19 @@ __device__ __forceinline__ unsigned long long nearest_key(int dx, int dy, int id
   return ((unsigned long long)d2 << 32) | (unsigned int)id;
 }
 
-extern "C" __global__ void TagGridWorldStep(int* __restrict__ loc_x, int* __restrict__ loc_y,
-                                            const int* __restrict__ actions, const int* __restrict__ agent_types,
-                                            float* __restrict__ rewards, float* __restrict__ observations,
-                                            float wall_hit_penalty, float tag_reward_for_tagger,
-                                            float tag_penalty_for_runner, float step_cost_for_tagger,
-                                            int use_full_observation, int world_boundary, int* __restrict__ done,
-                                            int* __restrict__ timestep, int num_agents, int episode_length) {
+// One step of every agent of this thread's env: the whole step, with the
+// kernel's parameters. It is a device function so that another kernel may run
+// the same step (e.g. one with another parameter list); TagGridWorldStep, at the
+// end of this file, is the env's kernel and only calls it. Every thread of the
+// env must call it (it holds the env's barriers).
+__device__ __forceinline__ void tag_gridworld_step(int* __restrict__ loc_x, int* __restrict__ loc_y,
+                                                   const int* __restrict__ actions,
+                                                   const int* __restrict__ agent_types, float* __restrict__ rewards,
+                                                   float* __restrict__ observations, float wall_hit_penalty,
+                                                   float tag_reward_for_tagger, float tag_penalty_for_runner,
+                                                   float step_cost_for_tagger, int use_full_observation,
+                                                   int world_boundary, int* __restrict__ done,
+                                                   int* __restrict__ timestep, int num_agents, int episode_length) {
   const int env = wd_env_id();
   const int runner = num_agents - 1;
   const int env_offset = env * num_agents;  // first agent row of this env
@@ -174,4 +180,16 @@ extern "C" __global__ void TagGridWorldStep(int* __restrict__ loc_x, int* __rest
       obs[5] = time_feature;
     }
   }
+}
+
+extern "C" __global__ void TagGridWorldStep(int* __restrict__ loc_x, int* __restrict__ loc_y,
+                                            const int* __restrict__ actions, const int* __restrict__ agent_types,
+                                            float* __restrict__ rewards, float* __restrict__ observations,
+                                            float wall_hit_penalty, float tag_reward_for_tagger,
+                                            float tag_penalty_for_runner, float step_cost_for_tagger,
+                                            int use_full_observation, int world_boundary, int* __restrict__ done,
+                                            int* __restrict__ timestep, int num_agents, int episode_length) {
+  tag_gridworld_step(loc_x, loc_y, actions, agent_types, rewards, observations, wall_hit_penalty,
+                     tag_reward_for_tagger, tag_penalty_for_runner, step_cost_for_tagger, use_full_observation,
+                     world_boundary, done, timestep, num_agents, episode_length);
 }
