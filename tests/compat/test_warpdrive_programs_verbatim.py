@@ -42,12 +42,7 @@ SCRIPT_RUNS = {"tag_gridworld": ["-e", "tag_gridworld"], "tag_continuous": ["-e"
 ENV_TESTS = ["test_tag_gridworld.py", "test_tag_continuous.py", "test_tag_gridworld_step_python.py",
              "test_tag_gridworld_step_cuda.py"]
 # Known not to run as written, with the reason the migration guide gives.
-NOT_AS_WRITTEN = {
-    "test_tag_gridworld_step_cuda.py": (
-        "WarpDrive's test build held test-only copies of the Tag steps (CudaTagGridWorldStep with WarpDrive's "
-        "parameter list, done = 1 at the time limit); this project's TagGridWorld has one kernel, TagGridWorldStep, "
-        "with its own parameters (agent types, agent count) and done = 2 (truncated) at the time limit"),
-}
+NOT_AS_WRITTEN: dict[str, str] = {}
 
 
 def run(tmp_path: Path, name: str, program: str, args=(), timeout=900) -> subprocess.CompletedProcess:

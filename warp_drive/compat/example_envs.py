@@ -15,7 +15,8 @@ therefore a thin subclass that adds only what WarpDrive programs read from it:
   (dx, dy)), which its example training script and consistency checker upload
   as the ``__constant__`` symbol ``kIndexToActionArr``. This project's
   ``TagGridWorldStep`` holds that table built in (no symbol to forget to
-  upload); :data:`KERNEL_BUILTIN_CONSTANTS` records it, so that
+  upload), and so does ``CudaTagGridWorldStep``, WarpDrive's test-build name
+  for the same step; :data:`KERNEL_BUILTIN_CONSTANTS` records it, so that
   :meth:`warp_drive.compat.managers.CUDAFunctionManager.initialize_shared_constants`
   accepts the upload when it equals the built-in table and refuses a
   different one (the kernel could not use it).
@@ -40,10 +41,13 @@ from warp_drive.example_envs.tag_gridworld.tag_gridworld import MOVES, TagGridWo
 __all__ = ["CUDATagGridWorld", "KERNEL_BUILTIN_CONSTANTS"]
 
 # WarpDrive's __constant__ symbols that this project's kernels hold built in:
-# symbol -> (the kernel that holds it, the only value it can take). Uploading
+# symbol -> (the kernels that hold it, the only value it can take). Uploading
 # that value is a no-op; any other value is refused (the kernel cannot read it).
-KERNEL_BUILTIN_CONSTANTS: dict[str, tuple[str, np.ndarray]] = {
-    "kIndexToActionArr": (TagGridWorld.step_kernel, MOVES),
+# CudaTagGridWorldStep is WarpDrive's test-build name of the same step
+# (<warp_drive/compat/tag_gridworld_step.cu>, in get_project_root()'s
+# test_build.cu); WarpDrive's test uploads the table for it.
+KERNEL_BUILTIN_CONSTANTS: dict[str, tuple[tuple[str, ...], np.ndarray]] = {
+    "kIndexToActionArr": ((TagGridWorld.step_kernel, "CudaTagGridWorldStep"), MOVES),
 }
 
 

@@ -303,10 +303,11 @@ class CUDAFunctionManager(FunctionManager):
         modules = self.modules
         if any(name in (getattr(m, "constants", None) or ()) for m in modules):
             return None
-        kernel, table = KERNEL_BUILTIN_CONSTANTS[name]
-        if not any(kernel in m.kernel_names for m in modules):
+        kernels, table = KERNEL_BUILTIN_CONSTANTS[name]
+        loaded = [k for k in kernels if any(k in m.kernel_names for m in modules)]
+        if not loaded:
             return None
-        return kernel, table
+        return " / ".join(loaded), table
 
     @property
     def cuda_function_names(self) -> list[str]:

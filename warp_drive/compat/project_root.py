@@ -18,10 +18,14 @@ checkout (or site-packages), and its programs read files under it by path:
   dummy test step, its name and parameters) comes from
   ``<warp_drive/compat/test_steps.cu>``. No size is fixed in it: the loading
   function manager's sizes are the header's ``wkNumberEnvs``/``wkNumberAgents``.
-  Not in it: WarpDrive's ``CudaTagGridWorldStep``/``CudaTagContinuousStep``
-  (its test-only copies of the tag envs' steps, with WarpDrive's parameter
-  lists and done flags; this project's tag envs have one kernel each, with
-  other parameters, run through ``EnvWrapper``).
+  ``CudaTagGridWorldStep`` (WarpDrive's name and parameter list for the
+  TagGridWorld step, which its test ``test_tag_gridworld_step_cuda.py``
+  launches) comes from ``<warp_drive/compat/tag_gridworld_step.cu>``: a
+  translator that runs the example env's own step (agent types and count from
+  WarpDrive's convention, done = 1 at the time limit as WarpDrive's flag);
+  including the env's ``.cu`` also brings its ``TagGridWorldStep``. Not in it:
+  WarpDrive's ``CudaTagContinuousStep`` (this project's TagContinuous has one
+  kernel, with other parameters, run through ``EnvWrapper``).
 * ``warp_drive/cuda_bin/``: where WarpDrive's programs put and find builds;
   a writable directory here, empty until ``_compile`` writes into it.
 * ``tutorials/assets/tag_continuous_training/{tagger,runner}_1000010000.state_dict``
@@ -92,15 +96,22 @@ TEST_BUILD_SOURCE = """\
 //     __sync_env_threads, wkNumberEnvs, wkNumberAgents, wkBlocksPerEnv) from
 //     <warp_drive/compat/warpdrive.h>, which every such build includes first;
 //   * testkernel, WarpDrive's dummy test step with its name and parameters
-//     (tutorial 3 steps it), from <warp_drive/compat/test_steps.cu>.
+//     (tutorial 3 steps it), from <warp_drive/compat/test_steps.cu>;
+//   * CudaTagGridWorldStep, WarpDrive's name and parameter list for the
+//     TagGridWorld step (its test_tag_gridworld_step_cuda.py launches it), from
+//     <warp_drive/compat/tag_gridworld_step.cu>: compat code that runs this
+//     project's TagGridWorld step (example_envs/tag_gridworld/tag_gridworld.cu,
+//     whose own kernel TagGridWorldStep comes along) with WarpDrive's agent
+//     types (the last agent is the runner) and WarpDrive's done flag (1 at the
+//     time limit too; this project's env says 2, truncated).
 //
 // No size is fixed here (WarpDrive's fixed 2 envs of 5 agents): the sizes are
 // those of the function manager that loads the build, any of them.
 //
-// Not here: WarpDrive's CudaTagGridWorldStep and CudaTagContinuousStep, its
-// test-only copies of the tag envs' steps, with WarpDrive's parameter lists and
-// done flags. This project's tag envs have one kernel each, with their own
-// parameters (TagGridWorldStep, TagContinuousStep); run them through EnvWrapper.
+// Not here: WarpDrive's CudaTagContinuousStep, its test-only copy of the
+// TagContinuous step with WarpDrive's parameter list. This project's
+// TagContinuous has one kernel, with its own parameters (TagContinuousStep);
+// run it through EnvWrapper.
 //
 // Your own steps may be added below (#include "/path/to/your_step.cu"): they
 // build with the names above on both executors. The file is written only when
@@ -393,9 +404,10 @@ def _files() -> dict[str, str]:
              "Provided:",
              f"  {RUN_CONFIGS_DIR}/*.yaml  WarpDrive 2.7.1's run configs (translated when a Trainer reads them)",
              f"  {TEST_BUILD}  this project's test build (not WarpDrive's): WarpDrive's helper names, its",
-             "      testkernel (tutorial 3's step) and, loaded with any build, the sampler, reset and log kernels;",
+             "      testkernel (tutorial 3's step), CudaTagGridWorldStep (WarpDrive's parameters over this",
+             "      project's TagGridWorld step) and, loaded with any build, the sampler, reset and log kernels;",
              "      build it with CUDAFunctionManager._compile(main_file=..., cubin_file=...) as WarpDrive did.",
-             "      Not in it: WarpDrive's CudaTagGridWorldStep/CudaTagContinuousStep (see the file)",
+             "      Not in it: WarpDrive's CudaTagContinuousStep (see the file)",
              f"  {CUDA_BIN_DIR}/  a writable directory (_compile writes its 'binaries' here)",
              f"  {TUTORIAL5_ASSETS_DIR}/{{tagger,runner}}_1000010000.state_dict  this project's own weights",
              "      for tutorial 5 (not WarpDrive's): its two A2C policies trained by this project on tutorial 5's",

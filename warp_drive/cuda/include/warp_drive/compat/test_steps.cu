@@ -1,8 +1,10 @@
-// The test step that WarpDrive 2.7's test build held, with WarpDrive's kernel
-// name and parameter list, written for this project (this is not WarpDrive's
+// The test steps that WarpDrive 2.7's test build held, with WarpDrive's kernel
+// names and parameter lists, written for this project (this is not WarpDrive's
 // code). get_project_root()'s warp_drive/cuda_includes/test_build.cu includes
 // it, so WarpDrive's tutorial 3 builds that file with
-// CUDAFunctionManager._compile(...) and steps `testkernel` as written.
+// CUDAFunctionManager._compile(...) and steps `testkernel` as written, and
+// WarpDrive's test_tag_gridworld_step_cuda.py steps `CudaTagGridWorldStep`
+// (<warp_drive/compat/tag_gridworld_step.cu>, included below).
 //
 //   testkernel(x, y, done, actions, multiplier, target, step, episode_length)
 //
@@ -30,6 +32,10 @@
 #define WARP_DRIVE_COMPAT_TEST_STEPS_CU
 
 #include <warp_drive/compat/warpdrive.h>
+
+// CudaTagGridWorldStep (WarpDrive's test-build name and parameters for the
+// TagGridWorld step), a translator over the example env's own step: see there.
+#include <warp_drive/compat/tag_gridworld_step.cu>
 
 extern "C" __global__ void testkernel(float* x, int* y, int* done, int* actions, float multiplier, int target,
                                       int step, int episode_length) {
