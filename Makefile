@@ -19,10 +19,9 @@ $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
 # $(call install,EXTRAS): torch first if none is importable, then the package.
-# --no-compile: Python writes each module's bytecode when it is first imported,
-# instead of pip compiling every file of torch & co. up front (torch's install
-# takes 7 s instead of 23 s on the 2-core VM).
-PIP_INSTALL := $(VPY) -m pip install --no-compile
+# (Not --no-compile: where PYTHONDONTWRITEBYTECODE is set, as on the VM, every
+# process would then compile torch from source at import; measured slower.)
+PIP_INSTALL := $(VPY) -m pip install
 define install
 	@if ! $(VPY) -c "import torch" >/dev/null 2>&1; then \
 		echo "torch not importable in $(VENV): installing $(TORCH_SPEC)"; \

@@ -220,13 +220,12 @@ def test_source_install_and_wheel_train_in_a_bare_venv(dist, tmp_path):
     _, wheel, _ = dist
     steps = ([torch_spec], ["-r", "requirements.txt"], ["."])
     for step in steps:
-        # --no-compile, as the Makefile installs: bytecode is written at first import instead
-        install = subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile", *step], cwd=source,
-                                 capture_output=True, text=True)
+        install = subprocess.run([python, "-m", "pip", "install", "-q", *step], cwd=source, capture_output=True,
+                                 text=True)
         assert install.returncode == 0, f"pip install {' '.join(step)}:\n" + install.stdout[-3000:] + install.stderr[-3000:]
     _train_briefly(env_dir / "bin" / "warp-drive", tmp_path, "runs_source")
 
-    for step in (["install", "-q", "--no-compile", "--force-reinstall", "--no-deps", str(wheel)], ["check"]):
+    for step in (["install", "-q", "--force-reinstall", "--no-deps", str(wheel)], ["check"]):
         pip = subprocess.run([python, "-m", "pip", *step], cwd=tmp_path, capture_output=True, text=True)
         assert pip.returncode == 0, f"pip {' '.join(step)}:\n" + pip.stdout[-3000:] + pip.stderr[-3000:]
     _train_briefly(env_dir / "bin" / "warp-drive", tmp_path, "runs_wheel")
