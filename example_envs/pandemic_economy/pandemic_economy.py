@@ -210,11 +210,18 @@ def _digest(arrays: dict) -> str:
 
 def lane_sum(terms: np.ndarray) -> np.ndarray:
     """``pe_filter_sum``'s order over the last axis: lane q sums the terms q, q + 8, q + 16, ... one by one,
-    then the lanes are added in order (the kernel's eight independent chains)."""
-    lanes = [ordered_sum(terms[..., q::FILTER_LANES]) for q in range(min(FILTER_LANES, terms.shape[-1]))]
-    total = lanes[0]
-    for lane in lanes[1:]:
-        total = (total + lane).astype(F32)
+    then the lanes are added in order (the kernel's eight independent chains).
+
+    The terms are laid out as rows of eight, padded with -0.0 (x + -0.0 is x exactly, signed zeros
+    included), so that one sequential sum down the rows runs all eight chains at once."""
+    count = terms.shape[-1]
+    padding = -count % FILTER_LANES
+    if padding:
+        terms = np.concatenate([terms, np.full(terms.shape[:-1] + (padding,), -0.0, F32)], axis=-1)
+    chains = ordered_sum(terms.reshape(*terms.shape[:-1], -1, FILTER_LANES), axis=-2)
+    total = chains[..., 0]
+    for q in range(1, min(FILTER_LANES, count)):
+        total = (total + chains[..., q]).astype(F32)
     return total
 
 

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from warp_drive import env_vars
+from warp_drive.backends import preprocess_memo
 from warp_drive.backends.errors import KernelBuildError
 
 if TYPE_CHECKING:
@@ -239,17 +240,23 @@ def preprocess_for_symbols(cxx: str, sources: Sequence[Path], include_flags: lis
     sources with the emulation header in ``WD_MARKER_PASS`` mode, which leaves
     markers for ``__global__``/``__constant__``/``__shared__`` that
     ``signature.parse_symbols`` reads. Its output also keys the build cache;
-    the cpu executor, passing its ``compile_flags``, compiles that very output."""
+    the cpu executor, passing its ``compile_flags``, compiles that very output.
+    A process building the same sources again reuses the text while none of
+    the files it came from has changed (:mod:`preprocess_memo`)."""
     unit = "".join(f'#include "{src}"\n' for src in sources)
     cmd = [cxx, "-E", *compile_flags, "-DWD_MARKER_PASS", *define_flags, "-include", str(EMULATION_HEADER),
            *include_flags, "-x", "c++", "-"]
-    try:
-        proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)
-    except FileNotFoundError as exc:
-        raise KernelBuildError(f"cannot run the C++ compiler {cxx!r}: {exc}") from None
-    if proc.returncode != 0:
-        raise KernelBuildError(f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}")
-    return proc.stdout
+
+    def run() -> str:
+        try:
+            proc = subprocess.run(cmd, input=unit, capture_output=True, text=True)
+        except FileNotFoundError as exc:
+            raise KernelBuildError(f"cannot run the C++ compiler {cxx!r}: {exc}") from None
+        if proc.returncode != 0:
+            raise KernelBuildError(f"preprocessing {', '.join(map(str, sources))} failed:\n{proc.stderr.strip()}")
+        return proc.stdout
+
+    return preprocess_memo.preprocessed(cxx, sources, include_flags, define_flags, compile_flags, run)
 
 
 # ---------------------------------------------------------------- what both executors share

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from warp_drive import env_vars
-from warp_drive.backends import build_cache
+from warp_drive.backends import build_cache, preprocess_memo
 from warp_drive.backends.errors import KernelBuildError
 from warp_drive.backends.signature import ModuleSymbols, parse_symbols
 
@@ -189,8 +189,16 @@ def plan_builds(toolchain: NvccToolchain, targets: Sequence[tuple[str, bool]], s
     if not unit.exists() or unit.read_text() != unit_text:
         build_cache.write_atomically(unit, unit_text)
 
-    depend = build_cache.run_compiler(nvcc_depend_command(toolchain.nvcc, unit, include_dirs, defines, targets[0][0]),
-                                      f"listing the headers of {', '.join(map(str, paths))}")
+    # nvcc's own preprocessing lists the headers it reads; remembered like the host's (preprocess_memo).
+    depend_command = nvcc_depend_command(toolchain.nvcc, unit, include_dirs, defines, targets[0][0])
+    cwd = os.getcwd()
+    depend = preprocess_memo.remembered(
+        preprocess_memo.tool_key(toolchain.nvcc, toolchain.identity, *depend_command),
+        lambda: build_cache.run_compiler(depend_command, f"listing the headers of {', '.join(map(str, paths))}"),
+        # The unit in the cache folder includes the sources by absolute path: its folder is searched for nothing.
+        lambda text: [str(unit)] + preprocess_memo.watched(
+            [d for d in parse_dependencies(text) if os.path.normpath(os.path.join(cwd, d)) != str(unit)], cwd,
+            preprocess_memo.searched_dirs(paths, include_flags)))
     digest = hashlib.sha256()
     for dep in parse_dependencies(depend):
         digest.update(dep.encode() + b"\0")
