@@ -18,10 +18,17 @@ setup: $(VENV)/.installed
 $(VPY):
 	$(PYTHON) -m venv $(VENV)
 
+# Bytecode: pip installs without compiling (--no-compile), and each module is
+# compiled when a process first imports it, its .pyc written beside it (under
+# .venv, and __pycache__ in the checkout, which git ignores). pip would compile
+# every file of torch & co. on one core, most of them never imported: 35 s of
+# the 90 s install on the 2-core VM. For that, the recipes run with bytecode
+# writing on, as Python's default is, even where PYTHONDONTWRITEBYTECODE is
+# set (as on the VM): with it, every test process would compile torch again.
+unexport PYTHONDONTWRITEBYTECODE
+
 # $(call install,EXTRAS): torch first if none is importable, then the package.
-# (Not --no-compile: where PYTHONDONTWRITEBYTECODE is set, as on the VM, every
-# process would then compile torch from source at import; measured slower.)
-PIP_INSTALL := $(VPY) -m pip install
+PIP_INSTALL := $(VPY) -m pip install --no-compile
 define install
 	@if ! $(VPY) -c "import torch" >/dev/null 2>&1; then \
 		echo "torch not importable in $(VENV): installing $(TORCH_SPEC)"; \
