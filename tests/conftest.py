@@ -22,13 +22,14 @@ import pytest
 # stale list costs speed, never correctness.
 LONGEST_FILES = (
     "tests/project/test_tutorials.py",
-    "tests/runtime/test_kernel_coverage.py",
-    "tests/project/test_packaging.py",
     "tests/runtime/test_race_mode.py",
-    "tests/runtime/test_build_cache_trust.py",
+    "tests/runtime/test_kernel_coverage.py",
+    "tests/runtime/test_build_gate.py",
     "tests/learning/test_learning.py",
-    "tests/runtime/test_pycuda_backend_offline.py",
+    "tests/project/test_packaging.py",
+    "tests/runtime/test_build_cache_trust.py",
     "tests/project/test_gpu_checklist.py",
+    "tests/project/test_docs.py",
 )
 
 
