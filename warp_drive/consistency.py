@@ -32,6 +32,10 @@ class ConsistencyError(AssertionError):
     """The kernel and the reference disagree (the message says where)."""
 
 
+class NoReferenceError(ValueError):
+    """The env has no NumPy reference, so there is nothing to check its kernel against."""
+
+
 @dataclass
 class CheckReport:
     env: str
@@ -214,6 +218,10 @@ def check(
         wrapper = EnvWrapper(env_class, num_envs, backend=backend, seed=seed, env_config=config,
                              reset_pool_size=reset_pool_size)
         env = wrapper.env
+        if not env.has_reference():
+            raise NoReferenceError(f"{env.name}: no reference_step, so the consistency checker has nothing to compare "
+                                   f"its kernel with (a NumPy reference is optional: it is the oracle when porting an "
+                                   f"env; `warp-drive check {env.name}` runs every other check)")
         own_atol, own_rtol = env.consistency_atol, env.consistency_rtol  # None: the checker's defaults
         atol_ = atol if atol is not None else (DEFAULT_ATOL if own_atol is None else own_atol)
         rtol_ = rtol if rtol is not None else (DEFAULT_RTOL if own_rtol is None else own_rtol)

@@ -20,6 +20,8 @@ from warp_drive.data_feed import SUPPORTED_DTYPES
 
 DONE = "_done_"
 TIMESTEP = "_timestep_"
+# The name of the device array holding the pool of start states of array X: X + POOL_SUFFIX.
+POOL_SUFFIX = "_reset_pool"
 
 FLOAT32 = np.dtype(np.float32)
 INT32 = np.dtype(np.int32)

@@ -82,6 +82,7 @@ import numpy as np
 
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_values import DONE, TIMESTEP, convert_value
+from warp_drive.host_replica import KernelReplica
 from warp_drive.layouts import (  # noqa: F401  (re-exported: env classes name their layout from here)
     AGENT_PHASES,
     THREAD_LAYOUTS,
@@ -99,6 +100,31 @@ def require_finite(env_name: str, **values: Any) -> None:
         raise ValueError(f"{env_name}: {', '.join(bad)}: must be finite numbers")
 
 
+def check_space_width(env: "Environment", name: str, shape: tuple, agent: int, group: str | None = None) -> None:
+    """Refuse a shared ``observations`` / ``sampled_actions`` array of ``shape`` ``(E, N, ...)`` whose values per
+    agent are not exactly those of ``agent``'s declared space, both ways: a smaller array would be read or
+    written past its end by the kernel, and a larger one would be cut to the space by the trainer (a reshape
+    that failed at the first rollout naming no array, or a policy reading part of what the kernel wrote)."""
+    kind = "observation" if name == "observations" else "action"
+    space = env.observation_space(agent) if name == "observations" else env.action_space(agent)
+    space_shape = getattr(space, "shape", None)
+    if space_shape is None:
+        return
+    per_agent = int(np.prod(shape[2:], dtype=np.int64))
+    needed = int(np.prod(space_shape, dtype=np.int64)) if space_shape else 1
+    if per_agent == needed:
+        return
+    consequence = ("the step kernel would access it past its end" if per_agent < needed else
+                   "the policy would see only part of each agent's row")
+    in_group = f" (group {group!r})" if group is not None else ""
+    raise ValueError(
+        f"{env.name or type(env).__name__}: {name!r} has shape {tuple(shape)}, {per_agent} value(s) per agent, but "
+        f"agent {agent}{in_group} has the {kind} space {space} of {needed}: "
+        f"{'narrower' if needed < per_agent else 'wider'} than the array ({consequence}). Fix: allocate {name!r} as "
+        f"({shape[0]}, {shape[1]}, *{tuple(space_shape)}) in get_data_dictionary(), or declare the {kind} space "
+        f"with {per_agent} value(s)")
+
+
 TERMINATED = 1
 TRUNCATED = 2
 # The optional per-agent mask of legal discrete actions (see the module docstring).
@@ -109,8 +135,8 @@ ACTION_MASK = "action_mask"
 class Environment(abc.ABC):
     """Base class of warp_drive environments (see the module docstring).
 
-    The four abstract methods are the contract; a class that misses one cannot
-    be instantiated (a clear error at construction rather than mid-run).
+    The three abstract methods are the contract (spaces and arrays); a class that misses one cannot be
+    instantiated (a clear error at construction rather than mid-run). ``reference_step`` is optional.
     """
 
     name: ClassVar[str] = ""
@@ -223,28 +249,50 @@ class Environment(abc.ABC):
         raise NotImplementedError(f"environment {type(self).__name__} has no renderer (set render_arrays and "
                                   f"override render)")
 
-    # ---------------------------------------------------------------- reference
-    @abc.abstractmethod
+    # ---------------------------------------------------------------- reference (optional)
     def reference_step(self, arrays: dict[str, np.ndarray]) -> None:
-        """Advance every env by one step in NumPy, updating ``arrays`` in place.
+        """Optional: advance every env by one step in NumPy, updating ``arrays`` in place.
 
-        ``arrays`` holds host copies of all the env's device arrays (env
-        dimension first) and its scalars, under the same names the kernel uses.
+        ``arrays`` holds host copies of all the env's device arrays (env dimension first) and its scalars,
+        under the same names the kernel uses. It is the porting oracle: with one, the consistency checker
+        steps it beside the kernel and names the first array that diverges (how a NumPy or PettingZoo env
+        is ported, and how the shipped envs are held bit-exact). Training never calls it; without one the
+        single-env host API runs the env's own kernel on the cpu executor.
         """
+        raise NotImplementedError(f"{type(self).__name__} has no NumPy reference (reference_step): the "
+                                  "consistency checker has nothing to compare its kernel with")
+
+    @classmethod
+    def has_reference(cls) -> bool:
+        """Whether the class (or a parent below Environment) defines ``reference_step``."""
+        return cls.reference_step is not Environment.reference_step
+
+    def data_dictionary(self, num_envs: int) -> DataFeed:
+        """Everything the env pushes to the device: ``get_data_dictionary(num_envs)``. The one place the
+        wrapper and the host API read an env's arrays and scalars from."""
+        return self.get_data_dictionary(num_envs)
 
     # ---------------------------------------------------------------- one env on the host
     # The arrays of the one replica reset() built (env dimension 1, the kernel's names); None before reset().
     single_env_arrays: dict[str, Any] | None = None
+    _replica: KernelReplica | None = None  # the kernel that steps it, for an env without a reference
 
     def reset(self, seed: int | None = None) -> dict[int, np.ndarray]:
         """Start one replica on the host and return ``{agent id: observation}`` (see the module docstring).
 
-        Its arrays come from ``get_data_dictionary(1)``; where the env has reset
-        pools, one pool row drawn with ``np.random.default_rng(seed)`` replaces
-        their targets, as a reset on the device does.
+        With a reference, its arrays come from ``data_dictionary(1)``; where the env has reset pools, one pool
+        row drawn with ``np.random.default_rng(seed)`` replaces their targets, as a reset on the device does.
+        Without one, the env's own kernel runs one replica on the cpu executor
+        (:class:`~warp_drive.host_replica.KernelReplica`): the framework's reset, with ``seed``, starts it.
         """
+        if not self.has_reference():
+            self._replica = KernelReplica(self, seed=0 if seed is None else int(seed))
+            self._replica.reset()
+            self.single_env_arrays = self._replica.arrays
+            self._check_single_env_widths()
+            return self.single_env_observations()
         arrays: dict[str, Any] = {}
-        for name, entry in self.get_data_dictionary(1).items():
+        for name, entry in self.data_dictionary(1).items():
             attributes = entry.get("attributes") or {}
             if attributes.get("is_reset_pool"):
                 continue  # a pool the env declared itself: drawn by the framework on the device only
@@ -260,10 +308,12 @@ class Environment(abc.ABC):
         arrays.update(n_envs=np.int32(1), n_agents=np.int32(self.num_agents),
                       episode_length=np.int32(self.episode_length))
         self.single_env_arrays = arrays
+        self._check_single_env_widths()
         return self.single_env_observations()
 
     def step(self, actions: Any) -> tuple[dict, dict, dict, dict]:
-        """Advance the replica of :meth:`reset` by one step of ``reference_step``.
+        """Advance the replica of :meth:`reset` by one step: of ``reference_step`` where the env has one,
+        else of its kernel on the cpu executor.
 
         ``actions``: ``{agent id: action}`` for every agent, or one array whose
         first dimension is the agents. Returns ``(observations, rewards, done,
@@ -277,12 +327,23 @@ class Environment(abc.ABC):
             raise RuntimeError(f"{name}.step(): the episode is over (done); call reset() to start a new one")
         for where, rows in self._single_env_rows("sampled_actions"):
             arrays[where][0, ...] = self._single_env_actions(actions, rows, arrays[where][0])
-        self.reference_step(arrays)
+        if self.has_reference():
+            self.reference_step(arrays)
+        else:
+            self._replica.step()
         done = int(arrays[DONE][0])
         rewards = {agent: float(arrays[where][0, row]) for where, rows in self._single_env_rows("rewards")
                    for agent, row in rows.items()}
         info = {"terminated": done == 1, "truncated": done == 2}
         return self.single_env_observations(), dict(sorted(rewards.items())), {"__all__": done != 0}, info
+
+    def _check_single_env_widths(self) -> None:
+        """The replica's shared observation and action arrays against every agent's space (both ways)."""
+        for kind in ("observations", "sampled_actions"):
+            for where, rows in self._single_env_rows(kind):
+                if where == kind:
+                    for agent in rows:
+                        check_space_width(self, kind, self.single_env_arrays[kind].shape, agent)
 
     def _single_env_rows(self, kind: str) -> list[tuple[str, dict[int, int]]]:
         """``(array, {agent id: its row})`` for ``kind``: a group's own ``<kind>_<group>`` (rows in

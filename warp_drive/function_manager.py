@@ -19,12 +19,15 @@ executor's capabilities, in one place:
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from warp_drive.backends import get_backend
 from warp_drive.backends.base import Backend, BoundLaunch, Kernel, KernelLaunchError, Module
 from warp_drive.backends.build_cache import KERNELS_DIR
+from warp_drive.backends.signature import KernelSignature
+from warp_drive.data_values import DONE, TIMESTEP
 from warp_drive.layouts import AGENT_PHASES, THREADS_PER_AGENT
 
 CORE_SOURCES = [KERNELS_DIR / name for name in ("sampler.cu", "reset.cu", "log.cu")]
@@ -91,6 +94,86 @@ class FunctionFeed:
         if isinstance(arg, str):
             return dm.device_data(arg)  # an unknown name raises with close-match suggestions
         return arg
+
+
+# Readable C names a kernel may give the framework's reserved arrays and scalars. A C parameter binds to the
+# array or scalar of its own name first; only a name the env does not define falls back to its alias.
+RESERVED_ALIASES = {
+    "done": DONE,
+    "timestep": TIMESTEP,
+    "num_agents": "n_agents",
+    "num_envs": "n_envs",
+    "actions": "sampled_actions",
+    "obs": "observations",
+}
+
+
+def _canonical(name: str) -> str:
+    return RESERVED_ALIASES.get(name, name)
+
+
+def _defined(data_manager, name: str) -> bool:
+    return data_manager.is_data_on_device(name) or data_manager.has_meta(name)
+
+
+def _close_matches(data_manager, name: str) -> str:
+    import difflib
+
+    known = [*data_manager.array_names, *data_manager.scalar_data_list]
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    return f" (close: {', '.join(close)})" if close else ""
+
+
+def arguments_by_name(signature: KernelSignature, data_manager, declared: Sequence[Any] = (),
+                      owner: str = "") -> list[Any]:
+    """The names that bind ``signature``'s C parameters, in order: each parameter is the array or scalar of
+    its own C name (or, where the env defines no such name, of its reserved alias: ``done`` is ``_done_``).
+
+    ``declared`` (an env's old ``step_args``) is still accepted, but every entry must name what the C
+    parameter at its position names: a swap of two same-typed arguments (``grid_size`` and ``num_food``, both
+    ``int``) would otherwise reach the kernel and corrupt memory, so it is refused here, naming the position,
+    the Python name and the C name. A literal (not a name) in ``declared`` is passed as it is.
+    """
+    who = f"{owner}: " if owner else ""
+    params = signature.params
+    if declared:
+        if len(declared) != len(params):
+            raise ValueError(
+                f"{who}step_args lists {len(declared)} arguments but kernel {signature.describe()} takes "
+                f"{len(params)}. Fix: drop step_args (arguments bind by their C parameter names)")
+        for index, (entry, param) in enumerate(zip(declared, params)):
+            name = entry[0] if isinstance(entry, tuple) else entry
+            if isinstance(name, str) and _canonical(name) != _canonical(param.name):
+                raise ValueError(
+                    f"{who}step_args[{index}] is {name!r} but kernel {signature.name}'s parameter {index} is "
+                    f"'{param.describe()}': arguments bind by name, so Python's {name!r} cannot be passed as C's "
+                    f"{param.name!r}. Fix: drop step_args (each C parameter binds the array or parameter of its "
+                    f"own name), or rename one of the two")
+        warnings.warn(f"{who}step_args is no longer needed and will go: each C parameter of kernel "
+                      f"{signature.name} binds the array or parameter of its own name", DeprecationWarning,
+                      stacklevel=4)
+        return list(declared)
+    names = []
+    for index, param in enumerate(params):
+        name = param.name if _defined(data_manager, param.name) else _canonical(param.name)
+        if not _defined(data_manager, name):
+            alias = f" or {name!r}" if name != param.name else ""
+            raise ValueError(
+                f"{who}kernel {signature.name}'s parameter {index} '{param.describe()}' binds by name, but the env "
+                f"defines no array or parameter {param.name!r}{alias}{_close_matches(data_manager, param.name)}. "
+                f"Fix: name the C parameter after the array or parameter it reads, or declare {param.name!r} "
+                f"(get_data_dictionary, or the env's parameters)")
+        is_array = data_manager.is_data_on_device(name)
+        if is_array != param.pointer:
+            given = f"array {name!r} {data_manager.get_dtype(name)} {data_manager.get_shape(name)}" if is_array \
+                else f"scalar {name!r} = {data_manager.meta_info(name)!r}"
+            wanted = "a pointer (an array)" if param.pointer else "a scalar"
+            raise ValueError(
+                f"{who}kernel {signature.name}'s parameter {index} '{param.describe()}' is {wanted}, but its name "
+                f"binds the env's {given}. Fix: declare the C parameter as "
+                f"{'a scalar' if not is_array else 'a pointer'}, or give it the name of {wanted}")
+        names.append((name, "device") if is_array else (name, "meta"))
+    return names
 
 
 class EnvTooLargeError(KernelLaunchError, ValueError):

@@ -44,6 +44,7 @@ import torch
 from warp_drive.backends import get_backend
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import AT_RESET_SUFFIX, DONE, TIMESTEP, DataManager, convert_value
+from warp_drive.data_values import POOL_SUFFIX
 from warp_drive.environment import (
     ACTION_MASK,
     AGENT_PHASES,
@@ -53,15 +54,15 @@ from warp_drive.environment import (
     THREADS_PER_ENV,
     TRUNCATED,
     Environment,
+    check_space_width,
 )
-from warp_drive.function_manager import FunctionFeed, FunctionManager
+from warp_drive.function_manager import FunctionFeed, FunctionManager, arguments_by_name
 from warp_drive.group_arrays import resolve_group_arrays
 from warp_drive.registry import get_env_class
 from warp_drive.reset import EnvironmentReset
 from warp_drive.sampler import random_seed
 
 REQUIRED_ARRAYS = ("observations", "sampled_actions", "rewards")
-POOL_SUFFIX = "_reset_pool"
 FLAT_BLOCK = 256
 
 
@@ -117,7 +118,7 @@ class EnvWrapper:
         requested_blocks = self._requested_blocks_per_env(blocks_per_env)
 
         self.data_manager = DataManager(self.num_envs, self.num_agents, self.episode_length, backend=self.backend)
-        feed = env_.get_data_dictionary(self.num_envs)
+        feed = env_.data_dictionary(self.num_envs)
         self.data_manager.push_data_to_device(feed)
         # The env's own arrays (not its scalars): what Environment's checkpoint rule sorts into state and constants.
         self.env_array_names = tuple(n for n in feed if n in self.data_manager.array_names)
@@ -134,12 +135,13 @@ class EnvWrapper:
         self.function_manager = self._make_function_manager(requested_blocks)
         own_step = env_.bind_step
         if own_step is not None:  # the env builds its kernels and launches its own step
+            self._step_argument_names = list(env_.step_args)
             self._step = own_step(self)
         else:
             self.function_manager.compile_and_load(env_.cuda_source_path(), defines=self.defines or None)
             self._step = self._bind_step()
         self._step_arguments = getattr(getattr(self._step, "_launch", None), "_packed", None)
-        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in self.env.step_args]
+        self._step_labels = [a[0] if isinstance(a, tuple) else a for a in self._step_argument_names]
         self._action_bounds = self._discrete_action_bounds()
         # Range-checking actions is a reduction and a host sync per step: on by
         # default where arrays live in host memory (the cpu executor: a few us),
@@ -200,27 +202,14 @@ class EnvWrapper:
                 )
 
     def _check_per_agent_sizes(self) -> None:
-        """``observations`` and ``sampled_actions`` must hold as many values per
-        agent as the agent's declared space: the kernel indexes them by the
-        space's size, so a smaller array would be written or read past its end."""
+        """``observations`` and ``sampled_actions`` must hold exactly as many values per agent as each agent's
+        declared space, both ways (:func:`~warp_drive.environment.check_space_width`)."""
         dm = self.data_manager
-        for name, space_of in (("observations", self.env.observation_space), ("sampled_actions", self.env.action_space)):
-            if not dm.is_data_on_device(name):
-                continue
-            per_agent = int(np.prod(dm.get_shape(name)[2:], dtype=np.int64))
-            for agent in self.agents_on_shared(name):
-                space = space_of(agent)
-                shape = getattr(space, "shape", None)
-                if shape is None:
-                    continue
-                needed = int(np.prod(shape, dtype=np.int64)) if shape else 1
-                if per_agent < needed:
-                    raise ValueError(
-                        f"{self.env.name}: {name!r} has shape {dm.get_shape(name)}, {per_agent} value(s) per agent, "
-                        f"but agent {agent}'s space {space} has {needed}; the step kernel would access it past its "
-                        f"end. Fix: allocate {name!r} as ({self.num_envs}, {self.num_agents}, *{tuple(shape)}) in "
-                        "get_data_dictionary()"
-                    )
+        groups = {a: g.group for g in self.group_arrays.values() for a in g.agents}
+        for name in ("observations", "sampled_actions"):
+            if dm.is_data_on_device(name):
+                for agent in self.agents_on_shared(name):
+                    check_space_width(self.env, name, dm.get_shape(name), agent, groups.get(agent))
 
     def _check_state_arrays(self) -> None:
         dm = self.data_manager
@@ -428,9 +417,13 @@ class EnvWrapper:
             self._force_reset()
 
     def _bind_step(self):
-        """The step launch: its geometry comes from the env's thread layout, the
-        kernel's own limits and the executor (FunctionManager.env_geometry)."""
-        args = FunctionFeed(self.data_manager)(self.env.step_args)
+        """The step launch: each C parameter of the step kernel binds the array or scalar of its own name
+        (:func:`arguments_by_name`; an old ``step_args`` list is checked against those names); its geometry
+        comes from the env's thread layout, the kernel's own limits and the executor (FunctionManager.env_geometry)."""
+        signature = self.function_manager.get_function(self.env.step_kernel).signature
+        self._step_argument_names = arguments_by_name(signature, self.data_manager, self.env.step_args,
+                                                      owner=self.env.name)
+        args = FunctionFeed(self.data_manager)(self._step_argument_names)
         if self.env.thread_layout in (THREADS_PER_AGENT, AGENT_PHASES):
             return self.function_manager.bind(self.env.step_kernel, args, layout=self.env.thread_layout)
         block = min(FLAT_BLOCK, self.num_envs)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32
 from warp_drive.portable_math import cos32, sincos32
 
 MAX_VEL_1 = F32(4 * np.pi)
@@ -63,7 +63,6 @@ class Acrobot(ClassicControlEnv):
     cuda_source = "acrobot.cu"
     step_kernel = "AcrobotStep"
     param_defaults = {}
-    step_args = STEP_ARGS_HEAD
     state_dim = 4
     obs_dim = 6
     default_episode_length = 500

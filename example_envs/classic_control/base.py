@@ -52,11 +52,6 @@ from warp_drive.environment import TERMINATED, THREADS_PER_ENV, TRUNCATED, Envir
 
 F32 = np.float32
 
-# The kernel arguments every classic-control step kernel starts with, in order;
-# each class appends its own scalar parameters (see ``param_names``).
-STEP_ARGS_HEAD = ("state", "sampled_actions", "observations", "rewards", "_done_", "_timestep_",
-                  "n_envs", "episode_length")
-
 
 def clip32(x: np.ndarray, low, high) -> np.ndarray:
     """``min(max(x, low), high)`` in float32, like ``fminf(fmaxf(x, low), high)`` in the kernels."""
@@ -101,7 +96,7 @@ class ClassicControlEnv(Environment):
     # the consistency checker tolerates no difference at all.
     consistency_atol: ClassVar[float] = 0.0
     consistency_rtol: ClassVar[float] = 0.0
-    # Kernel scalars after STEP_ARGS_HEAD, in kernel order, with their defaults
+    # The kernel's scalar parameters (bound by their C names), with their defaults
     # (Gymnasium's values). int defaults become int32, float ones float32.
     param_defaults: ClassVar[dict[str, Any]] = {}
 

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv
+from .base import F32, ClassicControlEnv
 from warp_drive.portable_math import sincos32
 
 _CARTPOLE_PARAMS = {
@@ -39,7 +39,6 @@ class CartPole(ClassicControlEnv):
     cuda_source = "cartpole.cu"
     step_kernel = "CartPoleStep"
     param_defaults = _CARTPOLE_PARAMS
-    step_args = STEP_ARGS_HEAD + tuple(_CARTPOLE_PARAMS)
     state_dim = 4
     obs_dim = 4
     default_episode_length = 500

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32
 from warp_drive.portable_math import cos32
 from .mountain_car import (
     mountain_car_drawing,
@@ -45,7 +45,6 @@ class ContinuousMountainCar(ClassicControlEnv):
     cuda_source = "continuous_mountain_car.cu"
     step_kernel = "ContinuousMountainCarStep"
     param_defaults = _CONTINUOUS_MOUNTAIN_CAR_PARAMS
-    step_args = STEP_ARGS_HEAD + tuple(_CONTINUOUS_MOUNTAIN_CAR_PARAMS)
     state_dim = 2
     obs_dim = 2
     default_episode_length = 999

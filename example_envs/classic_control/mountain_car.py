@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32
 from warp_drive.portable_math import cos32
 
 _MOUNTAIN_CAR_PARAMS = {
@@ -48,7 +48,6 @@ class MountainCar(ClassicControlEnv):
     cuda_source = "mountain_car.cu"
     step_kernel = "MountainCarStep"
     param_defaults = _MOUNTAIN_CAR_PARAMS
-    step_args = STEP_ARGS_HEAD + tuple(_MOUNTAIN_CAR_PARAMS)
     state_dim = 2
     obs_dim = 2
     default_episode_length = 200

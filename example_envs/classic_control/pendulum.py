@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, STEP_ARGS_HEAD, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32
 from warp_drive.portable_math import sin32, sincos32
 
 _PENDULUM_PARAMS = {
@@ -42,7 +42,6 @@ class Pendulum(ClassicControlEnv):
     cuda_source = "pendulum.cu"
     step_kernel = "PendulumStep"
     param_defaults = _PENDULUM_PARAMS
-    step_args = STEP_ARGS_HEAD + tuple(_PENDULUM_PARAMS)
     state_dim = 2
     obs_dim = 3
     default_episode_length = 200

@@ -21,8 +21,6 @@ class DummyEnv(Environment):
     step_kernel = "DummyEnvStep"
     state_arrays = ("values",)  # every agent's value: the global state of a centralised critic
     written_arrays = ("agents_on_target",)  # the step's per-env count (no reset twin): state for a checkpoint
-    step_args = ("values", "sampled_actions", "observations", "rewards", "agents_on_target", "_done_",
-                 "_timestep_", "step_size", "target", "tolerance", "n_agents", "episode_length")
 
     def __init__(self, num_agents: int = 4, episode_length: int = 20, step_size: float = 0.25,
                  target: float = 1.0, tolerance: float = 0.1, random_starts: bool = True):

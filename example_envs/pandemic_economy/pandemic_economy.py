@@ -232,18 +232,6 @@ class PandemicEconomy(Environment):
     cuda_source = "pandemic_economy.cu"
     step_kernel = "PandemicEconomyStep"
     thread_layout = AGENT_PHASES
-    step_args = (
-        "level", "cooldown", "lagged_level", "level_ring", "change_ring", "susceptible", "infected", "removed",
-        "vaccinated", "deaths", "cum_infected", "unemployment", "output", "subsidy", "health_raw", "econ_raw",
-        "region_features", "national", "subsidy_level", "observations_regions", "observations_planner",
-        "rewards_regions", "rewards_planner", "action_mask_regions", "action_mask_planner",
-        "sampled_actions_regions", "sampled_actions_planner",
-        "beta_table", "filter_table", "filter_weights", "region_params", "national_params",
-        "num_regions", "num_levels", "cooldown_steps", "num_subsidy_levels", "subsidy_period", "delay",
-        "filter_memory", "num_filters", "gamma", "vaccination_start", "vaccination_rate", "output_per_worker_day",
-        "subsidy_top_day", "one_plus_r", "one_minus_eta",
-        "_done_", "_timestep_", "n_agents", "episode_length",
-    )
     consistency_atol = 0.0
     consistency_rtol = 0.0
     state_arrays = ("region_features", "national")

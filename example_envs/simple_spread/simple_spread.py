@@ -118,13 +118,6 @@ class SimpleSpread(Environment):
     cuda_source = "simple_spread.cu"
     step_kernel = "SimpleSpreadStep"  # SimpleSpreadContinuousStep with continuous actions (set per instance)
     thread_layout = AGENT_PHASES
-    step_args = (
-        "agent_pos", "agent_vel", "landmark_pos", "agent_force", "landmark_dist", "state",
-        "observations", "sampled_actions", "rewards",
-        "num_landmarks", "dt", "velocity_retention", "mass", "accel", "max_speed",
-        "contact_force", "contact_margin", "agent_radius", "local_ratio", "global_ratio", "semi_implicit",
-        "_done_", "_timestep_", "n_agents", "episode_length",
-    )
     # The reference reproduces the kernel's float32 operations (wd_expf and wd_logf included).
     consistency_atol = 0.0
     state_arrays = ("state",)  # (px, py, vx, vy) per agent and the landmarks: a centralised critic's input

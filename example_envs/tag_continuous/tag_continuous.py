@@ -85,18 +85,6 @@ class TagContinuous(Environment):
     cuda_source = "tag_continuous.cu"
     step_kernel = "TagContinuousStep"
     thread_layout = AGENT_PHASES  # phases over agents: any number of threads per env
-    step_args = (
-        "loc_x", "loc_y", "speed", "direction", "acceleration",
-        "agent_types", "tagger_ids", "num_taggers",
-        "edge_hit_reward_penalty", "edge_hit_penalty", "grid_length",
-        "acceleration_actions", "turn_actions", "max_speed",
-        "num_other_agents_observed", "skill_levels", "runner_exits_game_after_tagged",
-        "still_in_the_game", "use_full_observation", "observations",
-        "sampled_actions", "rewards", "step_rewards",
-        "num_runners", "distance_margin_for_reward", "tag_reward_for_tagger", "tag_penalty_for_runner",
-        "end_of_game_reward_for_runner", "position_scale", "speed_scale", "direction_scale",
-        "tagged_by", "neighbor_grid", "_done_", "_timestep_", "n_agents", "episode_length",
-    )
     # The neighbour grid's scratch: rebuilt every step, its order may vary between GPU runs.
     consistency_skip = ("neighbor_grid",)
     written_arrays = ("neighbor_grid",)  # the step writes it (no reset twin): state for a checkpoint

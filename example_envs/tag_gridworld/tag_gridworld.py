@@ -64,24 +64,6 @@ class TagGridWorld(Environment):
     # may have any number of agents, however many threads run it.
     thread_layout = AGENT_PHASES
     state_arrays = ("loc_x", "loc_y")  # every agent's cell: the global state of a centralised critic
-    step_args = (
-        "loc_x",
-        "loc_y",
-        "sampled_actions",
-        "agent_types",
-        "rewards",
-        "observations",
-        "wall_hit_penalty",
-        "tag_reward_for_tagger",
-        "tag_penalty_for_runner",
-        "step_cost_for_tagger",
-        "use_full_observation",
-        "world_boundary",
-        "_done_",
-        "_timestep_",
-        "n_agents",
-        "episode_length",
-    )
     # The kernel and the reference do the same correctly rounded float32
     # operations in the same order, so they must agree exactly.
     consistency_atol = 0.0

@@ -146,8 +146,6 @@ class Doubler(Environment):
     name = "Doubler"
     cuda_source = "doubler.cu"
     step_kernel = "DoublerStep"
-    step_args = ("x", "observations", "sampled_actions", "rewards", "_done_", "_timestep_", "n_agents",
-                 "episode_length")
 
     def __init__(self, num_agents=2, episode_length=4):
         self.num_agents, self.episode_length = num_agents, episode_length
@@ -266,15 +264,12 @@ def test_consistency_skip_leaves_declared_scratch_out():
 def test_an_environment_missing_part_of_the_contract_cannot_be_built():
     from warp_drive.environment import Environment
 
-    class NoReference(Environment):
+    class NoArrays(Environment):  # a reference is optional (tests/env/test_no_reference.py); the arrays are not
         def observation_space(self, agent_id):
             return None
 
         def action_space(self, agent_id):
             return None
 
-        def get_data_dictionary(self, num_envs):
-            return {}
-
-    with pytest.raises(TypeError, match="reference_step"):
-        NoReference()
+    with pytest.raises(TypeError, match="get_data_dictionary"):
+        NoArrays()

@@ -29,9 +29,6 @@ class TwoGroups(Environment):
     name = "TwoGroups"
     cuda_source = str(KERNEL)
     step_kernel = "TwoGroupsStep"
-    step_args = ("sampled_actions_pickers", "sampled_actions_movers", "observations_pickers", "observations_movers",
-                 "rewards_pickers", "rewards_movers", "picker_target", "mover_pos", "mover_goal", "_done_",
-                 "_timestep_", "n_pickers", "n_agents", "episode_length")
 
     def __init__(self, n_pickers: int = 3, n_movers: int = 2, episode_length: int = 20,
                  picker_obs_width: int = 4):

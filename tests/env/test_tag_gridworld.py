@@ -474,8 +474,6 @@ def test_spaces_groups_and_data_layout():
     assert feed["world_boundary"]["data"] == 10 and feed["use_full_observation"]["data"] == 1
     # Every observation lies in its Box, at the start and after random play.
     assert box.contains(feed["observations"]["data"][0, 10])
-    for name in env.step_args:
-        assert name in feed or name in ("_done_", "_timestep_", "n_agents", "episode_length")
 
     with pytest.raises(ValueError):
         TagGridWorld(num_taggers=0)

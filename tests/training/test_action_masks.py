@@ -42,8 +42,6 @@ class MaskedChoice(Environment):
     name = "MaskedChoice"
     cuda_source = str(KERNEL)
     step_kernel = "MaskedChoiceStep"
-    step_args = ("sampled_actions", ACTION_MASK, "observations", "rewards", "illegal_actions", "_done_",
-                 "_timestep_", "n_actions", "n_agents", "episode_length")
 
     def __init__(self, num_agents: int = 10, num_actions: int = 6, episode_length: int = 100,
                  mask_width: int | None = None, mask_dtype=np.int32):

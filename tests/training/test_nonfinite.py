@@ -30,7 +30,6 @@ class NanRewardEnv(DummyEnv):
     name = "NanRewardEnv"
     cuda_source = str(KERNEL)
     step_kernel = "NanRewardStep"
-    step_args = DummyEnv.step_args + ("nan_env", "nan_agent", "nan_step", "zero")
 
     def __init__(self, nan_env: int = 0, nan_agent: int = 0, nan_step: int = -1, **kwargs):
         kwargs.setdefault("tolerance", -1.0)  # never terminates: every episode reaches nan_step

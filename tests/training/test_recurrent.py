@@ -29,7 +29,6 @@ class MemoryCue(Environment):
     name = "MemoryCue"
     cuda_source = str(KERNEL)
     step_kernel = "MemoryCueStep"
-    step_args = ("sampled_actions", "observations", "rewards", "cue", "_done_", "_timestep_", "n_agents", "delay")
 
     def __init__(self, num_agents: int = 2, delay: int = 3):
         self.num_agents, self.delay = int(num_agents), int(delay)

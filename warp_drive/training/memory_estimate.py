@@ -140,7 +140,7 @@ def _env_bytes(env: Any) -> tuple[int, int, dict[str, int]]:
     array, from ``get_data_dictionary`` of 1 and 2 envs on a copy (so the env's own random draws are untouched)."""
     try:
         probe = copy.deepcopy(env)
-        one, two = (_feed_bytes(probe.get_data_dictionary(n)) for n in (1, 2))
+        one, two = (_feed_bytes(probe.data_dictionary(n)) for n in (1, 2))
     except Exception:  # an env that cannot be sized this way is built and checked as before, by its wrapper
         return 0, 0, {}
     per_env = two[0] - one[0]

@@ -1,0 +1,59 @@
+"""One replica of an env stepped by its own kernel on the cpu executor.
+
+This is what the single-env host API (``Environment.reset`` / ``step``) runs for an env that has no NumPy
+reference: the env's arrays pushed for one env, its pools and resets as the framework does them on the device,
+and its step kernel bound by name -- on host memory, so :attr:`KernelReplica.arrays` are NumPy views of the very
+arrays the kernel writes (read and write them between steps). With the same seed its episodes are env 0 of
+``EnvWrapper(env, num_envs=1, backend="cpu", seed=seed)``.
+
+It sits below the wrapper (the env layer may use it) and so does none of the wrapper's declaration checks
+beyond those of the env layer; training goes through ``EnvWrapper``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from warp_drive.data_feed import DataFeed
+from warp_drive.data_manager import DataManager
+from warp_drive.data_values import POOL_SUFFIX
+from warp_drive.function_manager import FunctionFeed, FunctionManager, arguments_by_name
+from warp_drive.layouts import THREADS_PER_ENV
+from warp_drive.reset import EnvironmentReset
+
+DEFAULT_POOL_SIZE = 1000  # EnvWrapper's default reset_pool_size
+
+
+class KernelReplica:
+    """``env`` (an Environment) as one replica on the cpu executor; :meth:`reset` and :meth:`step` launch its
+    framework resets and its step kernel."""
+
+    def __init__(self, env: Any, seed: int, pool_size: int = DEFAULT_POOL_SIZE):
+        self.data_manager = dm = DataManager(1, env.num_agents, env.episode_length, backend="cpu")
+        dm.push_data_to_device(env.data_dictionary(1))
+        pools = env.get_reset_pools(int(pool_size), np.random.default_rng(seed))
+        if pools:
+            feed = DataFeed()
+            for target, pool in pools.items():
+                feed.add_pool_for_reset(target + POOL_SUFFIX, pool, target)
+            dm.push_data_to_device(feed)
+        functions = FunctionManager(1, env.num_agents, None, dm.backend)
+        functions.compile_and_load(env.cuda_source_path(), defines=dict(env.cuda_defines) or None)
+        signature = functions.get_function(env.step_kernel).signature
+        args = FunctionFeed(dm)(arguments_by_name(signature, dm, env.step_args, owner=env.name))
+        if env.thread_layout == THREADS_PER_ENV:
+            self._step = functions.bind(env.step_kernel, args, grid=(1, 1, 1), block=(1, 1, 1))
+        else:
+            self._step = functions.bind(env.step_kernel, args, layout=env.thread_layout)
+        self._resetter = EnvironmentReset(functions, seed=seed)
+        self.arrays: dict[str, Any] = {name: dm.data_on_device_via_torch(name).numpy() for name in dm.array_names}
+        self.arrays.update({name: dm.meta_info(name) for name in dm.scalar_data_list})
+
+    def reset(self) -> None:
+        """Every array back to a start state (a twin, or a pool row drawn on the device), done flag cleared."""
+        self._resetter.reset_when_done(self.data_manager, mode="force_reset")
+
+    def step(self) -> None:
+        self._step()
