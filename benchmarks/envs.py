@@ -126,14 +126,14 @@ def reference_rates(wrapper: EnvWrapper, seconds: float, replicas: int = 8,
 
     def one_at_a_time():
         for single in singles:
-            env.reference_step(single)
+            env.run_reference_step(single)
             single["_timestep_"][...] = 0
             single["_done_"][...] = 0
 
     single_rate = len(singles) / time_per_call(one_at_a_time, seconds)
 
     def vectorised():
-        env.reference_step(arrays)
+        env.run_reference_step(arrays)
         arrays["_timestep_"][...] = 0
         arrays["_done_"][...] = 0
 

@@ -30,6 +30,7 @@ _EXPORTS = {
     "LogController": "warp_drive.log",
     "Environment": "warp_drive.environment",
     "AGENT_PHASES": "warp_drive.environment",
+    "Parameter": "warp_drive.environment",
     "EnvWrapper": "warp_drive.wrapper",
     "register_env": "warp_drive.registry",
     "registered_envs": "warp_drive.registry",

@@ -9,7 +9,12 @@ mismatch raises :class:`ConsistencyError` naming the configuration, step,
 array, env, agent and both values. Resets, which are the framework's, are
 checked too: after ``reset_only_done_envs`` the envs that were not done are
 untouched, and the done ones hold their reset twin or one pool row (the same
-row across paired pools), with ``_done_`` and ``_timestep_`` cleared.
+row across paired pools), with ``_done_`` and ``_timestep_`` cleared. For an
+env with a reset kernel the arrays it may write are left out of the twin and
+pool checks (it draws its own starts over them); with a ``reference_reset``
+every array after the reset is compared with the reference's reset of the state
+the kernel started from (the same ``reset_seed`` and ``reset_count``), and
+without one the untouched and cleared checks are all there is.
 """
 
 from __future__ import annotations
@@ -166,9 +171,30 @@ def compare(name: str, kernel: np.ndarray, reference: np.ndarray, atol: float, r
         )
 
 
+def _reset_and_check(wrapper: EnvWrapper, before: dict, done: np.ndarray, where: str, atol: float,
+                     rtol: float) -> None:
+    """``reset_only_done_envs`` as training calls it, then :func:`_check_reset`; for an env with a reset kernel
+    and a ``reference_reset``, every array after it against the reference's reset of the state the kernel
+    started from (read between the twins and pools and the kernel)."""
+    resetter, env = wrapper.env_resetter, wrapper.env
+    start: dict[str, Any] = {}
+    count = resetter.counter  # what the reset kernel gets as reset_count
+    resetter.reset_when_done(wrapper.data_manager, mode="if_done",
+                             before_reset_kernel=lambda: start.update(host_arrays(wrapper)))
+    after = host_arrays(wrapper)
+    _check_reset(wrapper, before, after, done, where)
+    if start and env.has_reference_reset():
+        env.run_reference_reset(start, resetter.seed, count)
+        start[DONE][done] = 0
+        start[TIMESTEP][done] = 0
+        for name in _compared_arrays(wrapper):
+            compare(name, after[name], start[name], atol, rtol, f"{where} (reset kernel vs reference_reset)", wrapper)
+
+
 def _check_reset(wrapper: EnvWrapper, before: dict, after: dict, done: np.ndarray, where: str) -> None:
     dm = wrapper.data_manager
-    pools = dm.reset_target_to_pool
+    written = set(wrapper.reset_kernel_writes)  # the reset kernel's own starts replace twins' and pools'
+    pools = {target: pool for target, pool in dm.reset_target_to_pool.items() if target not in written}
     for name in _compared_arrays(wrapper):
         if before[name].shape[:1] != (wrapper.num_envs,):
             continue
@@ -178,7 +204,7 @@ def _check_reset(wrapper: EnvWrapper, before: dict, after: dict, done: np.ndarra
         if (after[name][done] != 0).any():
             raise ConsistencyError(f"{where}: {name} not cleared for the reset envs")
     for name in dm.reset_data_list:
-        if name in pools:
+        if name in dm.reset_target_to_pool or name in written:
             continue
         twin = dm.pull_data_from_device(name + AT_RESET_SUFFIX)
         if not np.array_equal(after[name][done], twin[done]):
@@ -209,9 +235,11 @@ def check(
     atol: float | None = None,
     rtol: float | None = None,
     reset_pool_size: int = 100,
+    steps: int | None = None,
 ) -> list[CheckReport]:
-    """Step kernel and reference side by side for ``num_episodes * episode_length`` steps per config
-    (episodes that terminate early are reset and continue, so the step count is fixed)."""
+    """Step kernel and reference side by side for ``num_episodes * episode_length`` steps per config, or
+    ``steps`` when given (``warp-drive check`` bounds long episodes so); episodes that terminate early are
+    reset and continue, so the step count is fixed."""
     configs = [configs] if isinstance(configs, dict) else list(configs)
     reports = []
     for config in configs:
@@ -227,12 +255,12 @@ def check(
         rtol_ = rtol if rtol is not None else (DEFAULT_RTOL if own_rtol is None else own_rtol)
         rng = np.random.default_rng(seed)
         report = CheckReport(env.name, dict(config), arrays=_compared_arrays(wrapper))
-        for step in range(num_episodes * wrapper.episode_length):
+        for step in range(num_episodes * wrapper.episode_length if steps is None else int(steps)):
             where = f"{env.name} {config}, step {step}"
             for name, actions in random_action_arrays(wrapper, rng).items():
                 wrapper.data_manager.data_on_device_via_torch(name).copy_(torch.from_numpy(actions))
             reference = host_arrays(wrapper)
-            env.reference_step(reference)
+            env.run_reference_step(reference)  # with the framework's clock around it where the env has it
             wrapper.step_all_envs()
             kernel = host_arrays(wrapper)
             for name in report.arrays:
@@ -241,8 +269,7 @@ def check(
             report.terminated += int((kernel[DONE] == 1).sum())
             report.truncated += int((kernel[DONE] == 2).sum())
             if done.any():
-                wrapper.reset_only_done_envs()
-                _check_reset(wrapper, kernel, host_arrays(wrapper), done, where + " (reset)")
+                _reset_and_check(wrapper, kernel, done, where + " (reset)", atol_, rtol_)
             report.steps += 1
         reports.append(report)
     return reports

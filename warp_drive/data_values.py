@@ -22,6 +22,12 @@ DONE = "_done_"
 TIMESTEP = "_timestep_"
 # The name of the device array holding the pool of start states of array X: X + POOL_SUFFIX.
 POOL_SUFFIX = "_reset_pool"
+# The reserved scalars a reset kernel reads (warp_drive/reset_kernel.py): the run's reset seed and the reset call.
+RESET_SEED = "reset_seed"
+RESET_COUNT = "reset_count"
+# How many host-drawn start states a pool holds (Environment.get_reset_pools): EnvWrapper's reset_pool_size and
+# the run config's env.reset_pool_size. 0: no pools (envs that honour it start from their twins).
+DEFAULT_RESET_POOL_SIZE = 1000
 
 FLOAT32 = np.dtype(np.float32)
 INT32 = np.dtype(np.int32)

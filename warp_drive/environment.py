@@ -2,12 +2,20 @@
 
 An environment declares
 
+* its scalar parameters once, as a table (``parameters``: names, types, defaults, bounds, docs; see
+  ``warp_drive/env_parameters.py``): the default constructor validates and sets them, the numeric ones
+  reach the kernel as scalars of their names, and they are the run config's ``env.config`` keys;
 * its arrays, with the env dimension first (``get_data_dictionary``), including
   the reserved ``observations``, ``sampled_actions`` and ``rewards``; arrays
   that must return to a start state carry ``save_copy_and_apply_at_reset=True``;
 * optionally pools of random start states (``get_reset_pools``): on every reset
   each done env draws one pool row on the device, so episodes start differently
-  and a fixed seed reproduces them;
+  and a fixed seed reproduces them (``reset_pool_size`` rows, a run-config key);
+* optionally a reset kernel (``reset_kernel``, ``warp_drive/reset_kernel.py``):
+  its own CUDA C that draws every start on the device with Philox from
+  (``reset_seed``, env, ``reset_count``) and writes the arrays that follow from
+  it (first observation, mask, state): a new start at every reset, with no
+  host pools; ``reference_reset`` is its optional NumPy reference;
 * its per-agent Gymnasium spaces and its agent groups (who can share a policy);
 * the step kernel: ``cuda_source`` (a ``.cu`` next to the class), the kernel's
   name and the names of its arguments in order (arrays, scalars pushed as meta
@@ -27,9 +35,10 @@ An environment declares
   ``THREADS_PER_AGENT`` (the classic thread = agent; the default) or
   ``THREADS_PER_ENV`` (one thread per replica, for single-agent envs).
 
-The kernel never resets an environment: resets are the framework's (twins and
-pools, ``warp_drive/reset.py``). ``_done_`` is 1 when an episode terminated and
-2 when it was truncated by the time limit, so returns bootstrap correctly.
+The step kernel never resets an environment: resets are the framework's (twins,
+pools and the env's reset kernel, in that order, ``warp_drive/reset.py``).
+``_done_`` is 1 when an episode terminated and 2 when it was truncated by the
+time limit, so returns bootstrap correctly.
 
 Checkpoints: state and constants. A checkpoint restores an env's *state*, the
 arrays a step or a reset may change, and checks its *constants*, which must be
@@ -38,7 +47,8 @@ the values the env was built with. The rule, per array the env pushes:
 * state: ``_done_`` and ``_timestep_``; every array declared with
   ``save_copy_and_apply_at_reset=True`` (and its ``_at_reset`` twin); the
   agents' ``observations``, ``sampled_actions``, ``rewards`` and action masks
-  (shared or a group's own); ``active_array``; and the arrays named in
+  (shared or a group's own); ``active_array``; the arrays the reset kernel
+  takes as non-const pointers (it may write them); and the arrays named in
   ``written_arrays`` -- anything else the step writes (scratch, counters kept
   across episodes) must be listed there;
 * constant: every other array (parameters, action tables, index tables such as
@@ -76,13 +86,17 @@ from __future__ import annotations
 import abc
 import inspect
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from warp_drive.host_replica import KernelReplica
+from warp_drive import env_clock
 from warp_drive.data_feed import DataFeed
-from warp_drive.data_values import DONE, TIMESTEP, convert_value
-from warp_drive.host_replica import KernelReplica
+from warp_drive.data_values import DONE, RESET_COUNT, RESET_SEED, TIMESTEP, convert_value
+from warp_drive.env_parameters import Parameter, ParameterError, resolve  # noqa: F401  (re-exported)
+from warp_drive.env_parameters import describe as describe_parameters
 from warp_drive.layouts import (  # noqa: F401  (re-exported: env classes name their layout from here)
     AGENT_PHASES,
     THREAD_LAYOUTS,
@@ -98,6 +112,34 @@ def require_finite(env_name: str, **values: Any) -> None:
            if value is not None and not np.isfinite(np.asarray(value, dtype=np.float64)).all()]
     if bad:
         raise ValueError(f"{env_name}: {', '.join(bad)}: must be finite numbers")
+
+
+def _constructor_signature(cls: type) -> inspect.Signature | None:
+    """``cls``'s constructor as a caller sees it: the keywords of each ``__init__`` that passes ``**config``
+    on, down to Environment's, which takes the parameter table (keyword-only, with the defaults). None (inspect
+    reads the constructor itself) for an env without a table, or whose own ``__init__`` takes no ``**config``."""
+    params: list[inspect.Parameter] = []
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if init is None:
+            continue
+        if klass is Environment:
+            if not cls.parameters:  # no table: the constructors' own signature is the truth
+                return None
+            params += [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default)
+                       for p in cls.parameters]
+            break
+        own = list(inspect.signature(init).parameters.values())[1:]
+        named = [p for p in own if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        params += named if not params else [p.replace(kind=p.KEYWORD_ONLY) for p in named]
+        if not any(p.kind == p.VAR_KEYWORD for p in own):
+            if klass is cls:
+                return None
+            break
+    seen: set[str] = set()
+    unique = [p for p in params if not (p.name in seen or seen.add(p.name))]  # a name once, where it comes first
+    positional = [p for p in unique if p.kind == p.POSITIONAL_OR_KEYWORD]
+    return inspect.Signature(positional + [p for p in unique if p.kind != p.POSITIONAL_OR_KEYWORD])
 
 
 def check_space_width(env: "Environment", name: str, shape: tuple, agent: int, group: str | None = None) -> None:
@@ -151,6 +193,51 @@ class Environment(abc.ABC):
     num_agents: int
     episode_length: int
 
+    # ---------------------------------------------------------------- parameters, declared once
+    # The env's scalar parameters (warp_drive/env_parameters.py): the default constructor validates them and
+    # sets them as attributes, data_dictionary() pushes the numeric ones as kernel scalars of their names, and
+    # they are the run config's env.config keys and what `warp-drive envs --describe` shows.
+    parameters: ClassVar[Sequence[Parameter]] = ()
+    # Whether the framework owns the clock (warp_drive/env_clock.py): it advances _timestep_ before the step
+    # kernel and sets _done_ = 2 at episode_length after it, so neither the kernel nor the reference does.
+    # False (the default): the kernel keeps its own, as WarpDrive's did.
+    framework_clock: ClassVar[bool] = False
+
+    def __init__(self, **config: Any):
+        """The default constructor: every declared parameter, from ``config`` or its default, validated and
+        set as an attribute (an env with its own ``__init__`` may call it, or :meth:`set_parameters`)."""
+        self.set_parameters(config)
+
+    def set_parameters(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate ``config`` against the table (unknown keys refused) and set every parameter as an
+        attribute; returns the values. One-line :class:`ParameterError` naming the env, parameter and fix."""
+        values = resolve(self.name or type(self).__name__, self.parameters, config, known=self.config_keys())
+        for name, value in values.items():
+            setattr(self, name, value)
+        return values
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        # What inspect.signature(cls) shows: the table's keywords, where they reach the default constructor
+        # through **config (PettingZoo's adapter asks it whether an env takes ``seed``; help() shows it).
+        cls.__signature__ = _constructor_signature(cls)
+
+    @classmethod
+    def config_keys(cls) -> list[str]:
+        """The keys ``env.config`` may hold: the named keywords of the constructor, the declared parameters
+        among them (those an env's own ``__init__`` takes beside the table first)."""
+        keys = [p.name for p in inspect.signature(cls).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        return list(dict.fromkeys([*keys, *(p.name for p in cls.parameters)]))
+
+    @classmethod
+    def describe(cls) -> str:
+        """The parameter table as text (name, type, default, bounds, kernel, doc); for an env without one,
+        its constructor's signature."""
+        if cls.parameters:
+            return describe_parameters(cls.parameters)
+        return f"{cls.__name__}{inspect.signature(cls)}"
+
     # ---------------------------------------------------------------- optional hooks
     # Every attribute the wrapper or the checker reads from an env is declared
     # here with its default; an env sets only the ones it needs.
@@ -184,6 +271,11 @@ class Environment(abc.ABC):
     # launch to call each step. None: the wrapper builds cuda_source and binds
     # step_kernel to step_args.
     bind_step: Callable[[Any], Callable[[], None]] | None = None
+    # The env's own reset kernel, a kernel of cuda_source (warp_drive/reset_kernel.py has its contract): it
+    # draws each start on the device with Philox from (reset_seed, env, reset_count) and writes the arrays
+    # that follow from it (first observation, mask, state), after the twins and pools, for exactly the envs
+    # whose done flag is set. "": none (the twins and pools make every start).
+    reset_kernel: ClassVar[str] = ""
 
     # ---------------------------------------------------------------- source
     @classmethod
@@ -267,15 +359,59 @@ class Environment(abc.ABC):
         """Whether the class (or a parent below Environment) defines ``reference_step``."""
         return cls.reference_step is not Environment.reference_step
 
+    def reference_reset(self, arrays: dict[str, np.ndarray]) -> None:
+        """Optional, for an env with a ``reset_kernel``: its reset in NumPy, updating ``arrays`` in place.
+
+        ``arrays`` are as the reset kernel finds them: after the twins and pools, with ``_done_ != 0`` for
+        exactly the envs being reset, and the kernel's scalars ``reset_seed`` and ``reset_count``; draw with
+        :mod:`warp_drive.philox` (``reset_uniform(seed, count, env, k)``... give the kernel's bits). With one,
+        the consistency checker compares every array after a device reset with it, and the single-env host
+        API starts an episode with it; without one the checker only checks that the envs not being reset
+        are untouched, and the host API runs the reset kernel on the cpu executor.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no NumPy reference of its reset kernel "
+                                  "(reference_reset)")
+
+    @classmethod
+    def has_reference_reset(cls) -> bool:
+        """Whether the class (or a parent below Environment) defines ``reference_reset``."""
+        return cls.reference_reset is not Environment.reference_reset
+
+    def run_reference_reset(self, arrays: dict[str, Any], reset_seed: int, reset_count: int) -> None:
+        """``reference_reset(arrays)`` with ``reset_seed`` and ``reset_count`` among them as the reset kernel
+        gets them (uint64), removed again afterwards."""
+        arrays.update({RESET_SEED: np.uint64(reset_seed), RESET_COUNT: np.uint64(reset_count)})
+        try:
+            self.reference_reset(arrays)
+        finally:
+            arrays.pop(RESET_SEED, None)
+            arrays.pop(RESET_COUNT, None)
+
     def data_dictionary(self, num_envs: int) -> DataFeed:
-        """Everything the env pushes to the device: ``get_data_dictionary(num_envs)``. The one place the
-        wrapper and the host API read an env's arrays and scalars from."""
-        return self.get_data_dictionary(num_envs)
+        """Everything the env pushes to the device: ``get_data_dictionary(num_envs)`` and each declared kernel
+        parameter as a scalar of its name (its current attribute; an env that pushes the name itself wins).
+        The one place the wrapper and the host API read an env's arrays and scalars from."""
+        feed = self.get_data_dictionary(num_envs)
+        for p in self.parameters:
+            value = getattr(self, p.name)
+            if p.pushed and p.name not in feed and value is not None:
+                feed.add_data(p.name, p.device_value(p.validate(value, self.name or type(self).__name__)))
+        return feed
+
+    def run_reference_step(self, arrays: dict[str, Any]) -> None:
+        """``reference_step(arrays)``, with the framework's clock around it where the env leaves the clock
+        to the framework (``framework_clock``): what the consistency checker and the host API call."""
+        if self.framework_clock:
+            env_clock.tick(arrays)
+        self.reference_step(arrays)
+        if self.framework_clock:
+            env_clock.truncate(arrays, int(np.asarray(arrays.get("episode_length", self.episode_length))))
 
     # ---------------------------------------------------------------- one env on the host
     # The arrays of the one replica reset() built (env dimension 1, the kernel's names); None before reset().
     single_env_arrays: dict[str, Any] | None = None
     _replica: KernelReplica | None = None  # the kernel that steps it, for an env without a reference
+    _host_reset: tuple[int, int] | None = None  # (reset_seed, reset_count) of the last reference_reset start
 
     def reset(self, seed: int | None = None) -> dict[int, np.ndarray]:
         """Start one replica on the host and return ``{agent id: observation}`` (see the module docstring).
@@ -284,9 +420,18 @@ class Environment(abc.ABC):
         row drawn with ``np.random.default_rng(seed)`` replaces their targets, as a reset on the device does.
         Without one, the env's own kernel runs one replica on the cpu executor
         (:class:`~warp_drive.host_replica.KernelReplica`): the framework's reset, with ``seed``, starts it.
+
+        An env with a ``reset_kernel`` starts as env 0 of ``EnvWrapper(env, seed=seed)`` does after its first
+        reset: through ``reference_reset`` (``reset_seed = seed``, ``reset_count = 0``) where the env has one,
+        else by the framework's reset of one replica on the cpu executor (then stepped by ``reference_step``
+        where the env has one). ``reset()`` without a seed continues: the next start of the last seed (0 at
+        first), where the start comes from a kernel or a ``reference_reset``.
         """
-        if not self.has_reference():
-            self._replica = KernelReplica(self, seed=0 if seed is None else int(seed))
+        if not self.has_reference() or (self.reset_kernel and not self.has_reference_reset()):
+            if seed is not None or self._replica is None:
+                from warp_drive.host_replica import KernelReplica  # torch only when a kernel runs on the host
+
+                self._replica = KernelReplica(self, seed=0 if seed is None else int(seed))
             self._replica.reset()
             self.single_env_arrays = self._replica.arrays
             self._check_single_env_widths()
@@ -307,6 +452,13 @@ class Environment(abc.ABC):
         arrays[TIMESTEP] = np.zeros(1, np.int32)
         arrays.update(n_envs=np.int32(1), n_agents=np.int32(self.num_agents),
                       episode_length=np.int32(self.episode_length))
+        if self.reset_kernel:  # the reset kernel's start, in NumPy
+            last = self._host_reset or (0, -1)  # no seed: the last seed's next start (seed 0's first)
+            self._host_reset = (int(seed), 0) if seed is not None else (last[0], last[1] + 1)
+            arrays[DONE][:] = 1
+            self.run_reference_reset(arrays, *self._host_reset)
+            arrays[DONE][:] = 0
+            arrays[TIMESTEP][:] = 0
         self.single_env_arrays = arrays
         self._check_single_env_widths()
         return self.single_env_observations()
@@ -328,7 +480,7 @@ class Environment(abc.ABC):
         for where, rows in self._single_env_rows("sampled_actions"):
             arrays[where][0, ...] = self._single_env_actions(actions, rows, arrays[where][0])
         if self.has_reference():
-            self.reference_step(arrays)
+            self.run_reference_step(arrays)
         else:
             self._replica.step()
         done = int(arrays[DONE][0])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from warp_drive.backends import get_backend
 from warp_drive.backends.base import Backend, BoundLaunch, Kernel, KernelLaunchError, Module
@@ -30,13 +30,13 @@ from warp_drive.backends.signature import KernelSignature
 from warp_drive.data_values import DONE, TIMESTEP
 from warp_drive.layouts import AGENT_PHASES, THREADS_PER_AGENT
 
-CORE_SOURCES = [KERNELS_DIR / name for name in ("sampler.cu", "reset.cu", "log.cu")]
+CORE_SOURCES = [KERNELS_DIR / name for name in ("sampler.cu", "reset.cu", "log.cu", "clock.cu")]
 
 _core_modules: dict[int, Module] = {}
 
 
 def core_module(backend: Backend) -> Module:
-    """The framework's own kernels (sampler, reset, log), built once per backend."""
+    """The framework's own kernels (sampler, reset, log, clock), built once per backend."""
     key = id(backend)
     if key not in _core_modules:
         _core_modules[key] = backend.build(CORE_SOURCES)
@@ -125,7 +125,7 @@ def _close_matches(data_manager, name: str) -> str:
 
 
 def arguments_by_name(signature: KernelSignature, data_manager, declared: Sequence[Any] = (),
-                      owner: str = "") -> list[Any]:
+                      owner: str = "", extra: Mapping[str, Any] | None = None) -> list[Any]:
     """The names that bind ``signature``'s C parameters, in order: each parameter is the array or scalar of
     its own C name (or, where the env defines no such name, of its reserved alias: ``done`` is ``_done_``).
 
@@ -133,6 +133,9 @@ def arguments_by_name(signature: KernelSignature, data_manager, declared: Sequen
     parameter at its position names: a swap of two same-typed arguments (``grid_size`` and ``num_food``, both
     ``int``) would otherwise reach the kernel and corrupt memory, so it is refused here, naming the position,
     the Python name and the C name. A literal (not a name) in ``declared`` is passed as it is.
+
+    ``extra``: names the framework gives this kernel alone, with their values (a reset kernel's ``reset_seed``
+    and ``reset_count``, rewritten before each launch): a C parameter of such a name binds that literal.
     """
     who = f"{owner}: " if owner else ""
     params = signature.params
@@ -155,6 +158,9 @@ def arguments_by_name(signature: KernelSignature, data_manager, declared: Sequen
         return list(declared)
     names = []
     for index, param in enumerate(params):
+        if extra and param.name in extra:
+            names.append(extra[param.name])
+            continue
         name = param.name if _defined(data_manager, param.name) else _canonical(param.name)
         if not _defined(data_manager, name):
             alias = f" or {name!r}" if name != param.name else ""

@@ -18,12 +18,13 @@ import numpy as np
 
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import DataManager
-from warp_drive.data_values import POOL_SUFFIX
+from warp_drive.data_values import DEFAULT_RESET_POOL_SIZE, POOL_SUFFIX
+from warp_drive.env_clock import DeviceClock
 from warp_drive.function_manager import FunctionFeed, FunctionManager, arguments_by_name
 from warp_drive.layouts import THREADS_PER_ENV
 from warp_drive.reset import EnvironmentReset
 
-DEFAULT_POOL_SIZE = 1000  # EnvWrapper's default reset_pool_size
+DEFAULT_POOL_SIZE = DEFAULT_RESET_POOL_SIZE  # EnvWrapper's default reset_pool_size
 
 
 class KernelReplica:
@@ -48,12 +49,21 @@ class KernelReplica:
         else:
             self._step = functions.bind(env.step_kernel, args, layout=env.thread_layout)
         self._resetter = EnvironmentReset(functions, seed=seed)
+        if env.reset_kernel:  # the env's own starts, drawn by its reset kernel as in EnvWrapper
+            self._resetter.use_reset_kernel(dm, env.reset_kernel, env.thread_layout, owner=env.name)
+        self._clock = DeviceClock(functions, dm) if env.framework_clock else None
         self.arrays: dict[str, Any] = {name: dm.data_on_device_via_torch(name).numpy() for name in dm.array_names}
         self.arrays.update({name: dm.meta_info(name) for name in dm.scalar_data_list})
 
     def reset(self) -> None:
-        """Every array back to a start state (a twin, or a pool row drawn on the device), done flag cleared."""
+        """Every array back to a start state (a twin, a pool row drawn on the device, the env's reset kernel),
+        done flag cleared; each call the next start (the reset counter advances)."""
         self._resetter.reset_when_done(self.data_manager, mode="force_reset")
 
     def step(self) -> None:
+        """One step of the env's kernel (with the framework's clock around it where the env leaves it so)."""
+        if self._clock is not None:
+            self._clock.tick()
         self._step()
+        if self._clock is not None:
+            self._clock.truncate()

@@ -10,9 +10,25 @@ shared by all its agents and by all pools of the same size, so paired pools
 stay consistent). A second tiny launch clears ``_done_`` and ``_timestep_``.
 No host round trip is needed: the kernels read ``_done_`` where it lies.
 
-An env's own reset kernel (WarpDrive's ``Cuda<Name>Reset``) can be registered
-and launched on named arguments (:meth:`EnvironmentReset.custom_reset`); it
-runs beside these resets, never instead of them.
+The three kinds of start an env may have, in the order a reset applies them:
+
+* reset twins (``save_copy_and_apply_at_reset=True``): each done env's slice is
+  copied back from its ``*_at_reset`` copy -- one fixed start per env;
+* pools (``Environment.get_reset_pools``, ``reset_pool_size`` rows drawn on
+  the host with the wrapper's seed): each done env copies one row drawn on the
+  device -- a fixed set of starts;
+* a reset kernel (``Environment.reset_kernel``, :mod:`warp_drive.reset_kernel`):
+  the env's own kernel draws each start on the device with Philox from
+  ``(seed, env, counter)`` and writes its derived arrays -- a new start every
+  time. It runs after the twins and pools and may overwrite what they wrote.
+
+``counter`` counts the reset calls that launched anything since construction
+or the last reseed; both it and the seed are the :meth:`state_dict` that a
+checkpoint saves, so a resumed run draws the starts an uninterrupted one would.
+
+WarpDrive's ``Cuda<Name>Reset`` can be registered and launched on named
+arguments (:meth:`EnvironmentReset.custom_reset`); it runs when called, beside
+these resets, never as part of them.
 """
 
 from __future__ import annotations
@@ -21,6 +37,7 @@ import torch
 
 from warp_drive.data_manager import DONE, TIMESTEP
 from warp_drive.function_manager import FunctionFeed, FunctionManager
+from warp_drive.reset_kernel import ResetKernel
 from warp_drive.sampler import random_seed
 
 _MODES = ("if_done", "force_reset")
@@ -54,6 +71,9 @@ class EnvironmentReset:
         self._clear_launch = None
         self._custom_reset = None
         self._custom_reset_feed = None
+        self._mark_launch = None
+        self._reset_kernel: ResetKernel | None = None
+        self._reset_kernel_spec: tuple | None = None
 
     def init_reset_pool(self, data_manager=None, seed: int | None = None) -> None:
         """Seed the per-env pool draws (kept for WarpDrive compatibility)."""
@@ -91,6 +111,8 @@ class EnvironmentReset:
             self._block = self._threads_per_env * envs_per_block
             self._grid = -(-data_manager.num_envs // envs_per_block)
             self._bind(data_manager)
+            if self._reset_kernel_spec is not None:  # its pointers may be stale too
+                self._reset_kernel = ResetKernel(self.function_manager, data_manager, *self._reset_kernel_spec)
             self._table_key = key
         return self._table, 0 if self._table is None else self._table.shape[0]
 
@@ -105,19 +127,51 @@ class EnvironmentReset:
         self._clear_launch = fm.bind(
             "wd_clear_done_flags", [done, data_manager.data_on_device_via_torch(TIMESTEP), n_envs, 0],
             grid=(-(-n_envs // flat_block), 1, 1), block=(flat_block, 1, 1))
+        self._mark_launch = fm.bind("wd_mark_done_flags", [done, n_envs],
+                                    grid=(-(-n_envs // flat_block), 1, 1), block=(flat_block, 1, 1))
 
-    def reset_when_done(self, data_manager, mode: str = "if_done", undo_done_after_reset: bool = True) -> None:
-        """Reset the envs whose ``_done_`` is set (``mode="if_done"``) or all of them (``"force_reset"``)."""
+    def use_reset_kernel(self, data_manager, name: str, layout: str, owner: str = "") -> ResetKernel:
+        """Launch the env's reset kernel ``name`` (written in thread ``layout``) in every reset from now on,
+        after the twins and pools, for the envs being reset (:mod:`warp_drive.reset_kernel`). Bound now, so a
+        kernel that breaks the contract is refused at construction."""
+        self._reset_kernel_spec = (name, layout, owner)
+        self._table_key = None  # (re)bind every launch, this one included, to data_manager's arrays now
+        self._current_table(data_manager)
+        return self._reset_kernel
+
+    @property
+    def reset_kernel(self) -> ResetKernel | None:
+        """The env's reset kernel (:meth:`use_reset_kernel`), or None."""
+        return self._reset_kernel
+
+    def reset_when_done(self, data_manager, mode: str = "if_done", undo_done_after_reset: bool = True,
+                        before_reset_kernel=None) -> None:
+        """Reset the envs whose ``_done_`` is set (``mode="if_done"``) or all of them (``"force_reset"``):
+        twins and pools, then the env's reset kernel, then ``_done_`` and ``_timestep_`` cleared (unless
+        ``undo_done_after_reset`` is False; on a forced reset of an env with a reset kernel the flags then stay
+        marked). ``before_reset_kernel()``, if given, is called between the twins and pools and the reset
+        kernel (the consistency checker reads the state the reset kernel starts from there)."""
         if mode not in _MODES:
             raise ValueError(f"reset mode {mode!r}; choose one of {_MODES}")
         force = int(mode == "force_reset")
         self._current_table(data_manager)
+        kernel = self._reset_kernel
+        if force and kernel is not None:
+            self._mark_launch()  # done[env] != 0 for exactly the envs being reset: all of them
+        launched = False
         if self._reset_launch is not None:
             launch = self._reset_launch
             launch.set_scalar(3, force)
             launch.set_scalar(4, self.seed)
             launch.set_scalar(5, self.counter)
             launch()
+            launched = True
+        if kernel is not None:
+            if before_reset_kernel is not None:
+                before_reset_kernel()
+            kernel.launch(self.seed, self.counter)
+            launched = True
+        if launched:
             self.counter += 1
         if undo_done_after_reset:
             self._clear_launch.set_scalar(3, force)

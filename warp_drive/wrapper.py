@@ -1,8 +1,8 @@
 """``EnvWrapper``: many replicas of one environment, stepped by one kernel launch.
 
 It pushes the environment's arrays to the device once, pushes its pools of
-random start states, builds and binds its step kernel, and from then on every
-call is a kernel launch on arrays that live on the device:
+random start states, builds and binds its step kernel (and its reset kernel),
+and from then on every call is a kernel launch on arrays that live on the device:
 
 * ``step_all_envs()`` — one launch steps every replica;
 * ``reset_only_done_envs()`` — kernels read ``_done_`` on the device and reset
@@ -10,6 +10,18 @@ call is a kernel launch on arrays that live on the device:
 * ``reset_all_envs()`` — the same kernels, forced.
 
 ``obs``, ``rewards`` and ``done`` are the device tensors the kernels write.
+
+Where starts come from (``warp_drive/reset.py``), in the order a reset applies them:
+
+* reset twins (arrays pushed with ``save_copy_and_apply_at_reset=True``): the
+  env's slice is copied back from its ``*_at_reset`` copy, the same start each time;
+* pools (``env.get_reset_pools(reset_pool_size, rng)``, drawn once on the host
+  from ``seed``): the env copies one row picked on the device, so episodes start
+  from ``reset_pool_size`` different states (the run config's ``env.reset_pool_size``);
+* the env's reset kernel (``env.reset_kernel``, ``warp_drive/reset_kernel.py``):
+  launched for the envs being reset, it draws each start on the device from
+  ``(seed, env, reset count)`` and writes the first observation, mask and state
+  there -- a new start every time, and no host memory.
 
 Safety checks: at construction, ``observations`` and ``sampled_actions`` must
 hold each agent's declared space (besides the (num_envs, num_agents) shape);
@@ -44,7 +56,8 @@ import torch
 from warp_drive.backends import get_backend
 from warp_drive.data_feed import DataFeed
 from warp_drive.data_manager import AT_RESET_SUFFIX, DONE, TIMESTEP, DataManager, convert_value
-from warp_drive.data_values import POOL_SUFFIX
+from warp_drive.data_values import DEFAULT_RESET_POOL_SIZE, POOL_SUFFIX
+from warp_drive.env_clock import DeviceClock
 from warp_drive.environment import (
     ACTION_MASK,
     AGENT_PHASES,
@@ -88,7 +101,8 @@ class EnvWrapper:
     ``env``: an Environment instance, class or registered name; ``num_envs``;
     ``backend`` ("auto", "cpu", "cpu-gpu", "pycuda" or a Backend);
     ``blocks_per_env``; ``seed``; ``env_config`` (constructor arguments when
-    ``env`` is a class or a name); ``reset_pool_size``; ``validate_actions``;
+    ``env`` is a class or a name); ``reset_pool_size`` (the rows of each pool of
+    start states, for an env with ``get_reset_pools``; 0: none); ``validate_actions``;
     ``defines`` (compile-time defines for the env's kernel, over the env's
     ``cuda_defines``).
     """
@@ -101,7 +115,7 @@ class EnvWrapper:
         blocks_per_env: int | None = None,
         seed: int | None = None,
         env_config: dict | None = None,
-        reset_pool_size: int = 1000,
+        reset_pool_size: int = DEFAULT_RESET_POOL_SIZE,
         validate_actions: bool | None = None,
         *,
         defines: dict | None = None,
@@ -155,6 +169,11 @@ class EnvWrapper:
             grid = getattr(self._step, "grid", None)
             self.blocks_per_env = grid[1] if grid is not None else self.function_manager.blocks_per_env
         self.env_resetter = EnvironmentReset(self.function_manager, seed=self.seed)
+        if env_.reset_kernel:  # the env's own starts, drawn on the device after the twins and pools
+            self.env_resetter.use_reset_kernel(self.data_manager, env_.reset_kernel, env_.thread_layout,
+                                               owner=self.name)
+        # The framework's clock around the step, for an env that leaves it to the framework (env_clock.py).
+        self._clock = DeviceClock(self.function_manager, self.data_manager) if env_.framework_clock else None
         # The env's optional Cuda<Name>Reset, launched by custom_reset_all_envs().
         self.env_resetter.register_custom_reset_function(self.data_manager, f"Cuda{self.name}Reset")
         # An env with host_first_reset (its Python reset() made the pushed state
@@ -366,10 +385,11 @@ class EnvWrapper:
 
     def constant_arrays(self) -> list[str]:
         """The arrays no step or reset writes (Environment's checkpoint rule): the env's arrays that have no
-        reset twin and are not its agents' observations, actions, rewards or masks, its ``active_array`` or one
-        of its ``written_arrays``; and the reset pools. A checkpoint must hold exactly their values."""
+        reset twin and are not its agents' observations, actions, rewards or masks, its ``active_array``, one
+        of its ``written_arrays`` or an array its reset kernel may write; and the reset pools. A checkpoint must hold exactly their values."""
         dm = self.data_manager
-        state = {*dm.reset_data_list, *REQUIRED_ARRAYS, ACTION_MASK, self.env.active_array, *self.env.written_arrays}
+        state = {*dm.reset_data_list, *REQUIRED_ARRAYS, ACTION_MASK, self.env.active_array, *self.env.written_arrays,
+                 *self.reset_kernel_writes}
         for group in self.group_arrays.values():
             state.update(group.names.values())
             if group.mask:
@@ -377,7 +397,16 @@ class EnvWrapper:
         pools = dm.reset_target_to_pool.values()
         return [n for n in self.env_array_names if n not in state] + [n for n in pools if n not in state]
 
+    @property
+    def reset_kernel_writes(self) -> tuple[str, ...]:
+        """The arrays the env's reset kernel may write (its non-const pointer parameters); () without one."""
+        kernel = self.env_resetter.reset_kernel
+        return () if kernel is None else kernel.writes
+
     def _push_reset_pools(self, pool_size: int) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, (int, np.integer)) or pool_size < 0:
+            raise ValueError(f"{self.name}: reset_pool_size must be an int >= 0 (rows of each pool of start "
+                             f"states; 0: none), got {pool_size!r}")
         pools = self.env.get_reset_pools(int(pool_size), np.random.default_rng(self.seed))
         if not pools:
             return
@@ -390,7 +419,8 @@ class EnvWrapper:
         """Restart the start-state randomness from ``seed`` and (``reset``) reset every replica.
 
         Pools are redrawn in place (same shapes: the reset kernels' pointer
-        tables stay valid) and the reset counter restarts, so with ``reset``
+        tables stay valid) and the reset counter restarts (the env's reset
+        kernel draws from ``(seed, env, counter)``), so with ``reset``
         the state equals that of a new ``EnvWrapper(..., seed=seed)``. Without
         it the replicas keep their state and draw from the new randomness at
         their next reset (a Gymnasium ``reset(seed=, options={"reset_mask":})``
@@ -439,13 +469,19 @@ class EnvWrapper:
         on the device. Before the launch the step's bound arrays are checked
         to still be the memory they were bound to (a resized or re-pointed
         array raises instead of handing the kernel a stale pointer), and with
-        ``validate_actions`` the actions are range-checked (:meth:`check_actions`).
+        ``validate_actions`` the actions are range-checked (:meth:`check_actions`). For an env with
+        ``framework_clock`` the clock kernels run around the step (``_timestep_`` advanced before it,
+        truncation at ``episode_length`` after it; ``warp_drive/env_clock.py``).
         """
         if self._step_arguments is not None:
             self._step_arguments.verify(self._step_labels)
         if self.validate_actions:
             self.check_actions()
+        if self._clock is not None:
+            self._clock.tick()
         self._step()
+        if self._clock is not None:
+            self._clock.truncate()
 
     def reset_only_done_envs(self, undo_done_after_reset: bool = True) -> None:
         """Reset the replicas whose ``_done_`` flag is set, on the device."""

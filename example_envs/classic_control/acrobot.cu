@@ -2,13 +2,14 @@
 //
 // Launched flat (grid ceil(n_envs / 256), block 256); thread
 // wd_global_thread_id() steps env `env < n_envs`; no barriers. One step is
-// Gymnasium's: a fixed torque in {-1, 0, +1}, one RK4 step of dt = 0.2 s of the
-// two-link equations of motion, angles wrapped into [-pi, pi], velocities
+// Gymnasium's: a fixed torque in {-1, 0, +1}, one RK4 step of dt = 0.2 s of
+// the two-link equations of motion, angles wrapped into [-pi, pi], velocities
 // bounded by 4 pi and 9 pi; reward -1, 0 on the terminating step; terminated
 // when the tip rises above the bar (-cos t1 - cos(t1 + t2) > 1); truncated at
-// episode_length. float32 throughout, in the operation order of Gymnasium's
-// Python, with constants equal to its float64 ones rounded to float32;
-// trigonometry through wd_sincosf, so GPU and cpu executor agree bit for bit.
+// episode_length by the framework (framework_clock). float32 throughout, in
+// the operation order of Gymnasium's Python, with constants equal to its
+// float64 ones rounded to float32; trigonometry through wd_sincosf, so GPU and
+// cpu executor agree bit for bit.
 #include <warp_drive/core.h>
 
 // d(state)/dt for state (theta1, theta2, dtheta1, dtheta2) and torque a.
@@ -58,13 +59,10 @@ extern "C" __global__ void AcrobotStep(float* __restrict__ state,         // (E,
                                        const int* __restrict__ actions,   // (E, 1) torque index 0, 1, 2 -> -1, 0, +1
                                        float* __restrict__ observations,  // (E, 1, 6) cos t1, sin t1, cos t2, sin t2, dt1, dt2
                                        float* __restrict__ rewards,       // (E, 1)
-                                       int* __restrict__ done,            // (E,) 1 terminated, 2 truncated
-                                       int* __restrict__ timestep,        // (E,)
-                                       int n_envs, int episode_length) {
+                                       int* __restrict__ done,            // (E,) 1 terminated
+                                       int n_envs) {
   const int env = wd_global_thread_id();
   if (env >= n_envs) return;
-  const int t = timestep[env] + 1;
-  timestep[env] = t;
 
   float* s = state + 4 * env;
   const float torque = (float)(actions[env] - 1);
@@ -107,5 +105,5 @@ extern "C" __global__ void AcrobotStep(float* __restrict__ state,         // (E,
 
   const bool terminated = -cos1 - cos12 > 1.0f;
   rewards[env] = terminated ? 0.0f : -1.0f;
-  done[env] = terminated ? 1 : (t >= episode_length ? 2 : 0);
+  done[env] = terminated ? 1 : 0;  // the framework truncates after the step where this is 0
 }

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32, control_parameters
 from warp_drive.portable_math import cos32, sincos32
 
 MAX_VEL_1 = F32(4 * np.pi)
@@ -62,10 +62,9 @@ class Acrobot(ClassicControlEnv):
     name = "Acrobot"
     cuda_source = "acrobot.cu"
     step_kernel = "AcrobotStep"
-    param_defaults = {}
+    parameters = control_parameters(500)  # Gymnasium exposes no physical constant of Acrobot
     state_dim = 4
     obs_dim = 6
-    default_episode_length = 500
 
     def observation_space(self, agent_id: int):
         high = np.array([1.0, 1.0, 1.0, 1.0, MAX_VEL_1, MAX_VEL_2], dtype=np.float32)

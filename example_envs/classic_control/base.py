@@ -16,11 +16,16 @@ Data layout (every env the same way, so trainers and tools see one shape):
 * ``sampled_actions`` (E, 1) int32 for ``Discrete`` action spaces,
   (E, 1, 1) float32 for ``Box(1)`` ones (the shape of one agent's action is
   the Box shape, and ``Sampler.register_continuous_actions`` takes (E, N, D));
-* ``rewards`` (E, 1) float32; ``_done_`` is written every step: 0 running,
-  1 terminated, 2 truncated (termination wins when both fall on one step);
-* the physical constants as float32/int32 kernel scalars (meta info), so that
-  Gymnasium's constructor options (``g``, ``goal_velocity``,
-  ``sutton_barto_reward``) are plain ``env_config`` entries.
+* ``rewards`` (E, 1) float32; ``_done_`` is written every step, 0 running or
+  1 terminated; the framework owns the clock (``framework_clock``): it
+  advances ``_timestep_`` before the step and sets 2 (truncated) after it
+  where the kernel left 0, so termination wins when both fall on one step;
+* the physical constants as a parameter table (:func:`control_parameters`),
+  pushed as float32/int32 kernel scalars of their names, so that Gymnasium's
+  constructor options (``g``, ``goal_velocity``, ``sutton_barto_reward``) are
+  plain ``env_config`` entries, each checked at construction against bounds
+  that keep the physics meaningful (masses, lengths and time steps > 0: a
+  ``length=0`` CartPole divided by zero and trained into NaN).
 
 Random starts: ``get_reset_pools`` draws ``state`` rows from Gymnasium's own
 reset distribution and computes the matching ``observations`` rows; both pools
@@ -48,7 +53,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, THREADS_PER_ENV, TRUNCATED, Environment, require_finite
+from warp_drive.environment import TERMINATED, THREADS_PER_ENV, Environment, Parameter
 
 F32 = np.float32
 
@@ -58,23 +63,12 @@ def clip32(x: np.ndarray, low, high) -> np.ndarray:
     return np.minimum(np.maximum(x, F32(low)), F32(high)).astype(F32)
 
 
-def _float_param(env: str, name: str, value: Any) -> np.float32:
-    """A float parameter as the kernel takes it: finite (NaN and inf are refused, naming it; a NaN ``gravity``
-    trained on silently) and within float32's range (1e39 would reach the kernel as inf)."""
-    require_finite(env, **{name: value})
-    if abs(float(value)) > float(np.finfo(F32).max):
-        raise ValueError(f"{env}: {name}={value!r}: beyond float32's range (magnitude at most 3.4e38), which "
-                         f"the kernel computes in")
-    return F32(value)
-
-
-def _int_param(env: str, name: str, value: Any) -> np.int32:
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError(f"{env}: {name}={value!r}: must be an integer")
-    try:
-        return np.int32(int(value))
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{env}: {name}={value!r}: must be an integer within int32's range") from None
+def control_parameters(episode_length: int, *physics: Parameter) -> tuple[Parameter, ...]:
+    """A classic-control env's table: its time limit (Gymnasium's registration), the seed of its fixed
+    starts, then its physical constants (the kernel's scalars)."""
+    return (Parameter("episode_length", episode_length, ge=1, doc="the time limit (Gymnasium's TimeLimit)"),
+            Parameter("seed", 0, kernel=False, doc="draws every env's fixed start (used with reset_pool_size=0)"),
+            *physics)
 
 
 class ClassicControlEnv(Environment):
@@ -82,46 +76,37 @@ class ClassicControlEnv(Environment):
 
     Subclasses set the class attributes below and implement
     ``sample_start_states``, ``observe`` and ``dynamics``; everything that
-    touches the framework (data dictionary, pools, ``_done_``/``_timestep_``
-    bookkeeping of the reference) lives here once.
+    touches the framework (data dictionary, pools, the parameter table, the
+    reference's ``_done_``) lives here once.
     """
 
     thread_layout = THREADS_PER_ENV
+    framework_clock = True  # the kernels and references neither count steps nor truncate
 
     state_dim: ClassVar[int]
     obs_dim: ClassVar[int]
-    default_episode_length: ClassVar[int]
+    default_episode_length: ClassVar[int]  # the table's episode_length default (set for each subclass)
     continuous_actions: ClassVar[bool] = False
     # The references reproduce the kernels bit for bit (module docstring), so
     # the consistency checker tolerates no difference at all.
     consistency_atol: ClassVar[float] = 0.0
     consistency_rtol: ClassVar[float] = 0.0
-    # The kernel's scalar parameters (bound by their C names), with their defaults
-    # (Gymnasium's values). int defaults become int32, float ones float32.
-    param_defaults: ClassVar[dict[str, Any]] = {}
+    parameters = control_parameters(500)
 
-    def __init__(self, episode_length: int | None = None, seed: int = 0, **params: Any):
-        unknown = sorted(set(params) - set(self.param_defaults))
-        if unknown:
-            raise TypeError(
-                f"{type(self).__name__} got unknown parameter(s) {unknown}; known: "
-                f"episode_length, seed, {', '.join(self.param_defaults)}"
-            )
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.default_episode_length = next(p.default for p in cls.parameters if p.name == "episode_length")
+
+    def __init__(self, **config: Any):
+        super().__init__(**config)  # validated against the table: episode_length, seed, the physics
         self.num_agents = 1
-        self.episode_length = int(self.default_episode_length if episode_length is None else episode_length)
-        if self.episode_length < 1:
-            raise ValueError(f"episode_length must be >= 1, got {self.episode_length}")
-        self.seed = int(seed)
-        self.params: dict[str, np.generic] = {}
-        for name, default in self.param_defaults.items():
-            value = params.get(name, default)
-            is_int = isinstance(default, (bool, int, np.integer)) and not isinstance(default, float)
-            self.params[name] = _int_param(type(self).__name__, name, value) if is_int \
-                else _float_param(type(self).__name__, name, value)
+        # The kernel's scalars as it takes them (float32 / int32), read by the spaces and the drawing.
+        self.params: dict[str, np.generic] = {p.name: p.device_value(getattr(self, p.name))
+                                              for p in self.parameters if p.pushed}
 
     @classmethod
     def param_names(cls) -> tuple[str, ...]:
-        return tuple(cls.param_defaults)
+        return tuple(p.name for p in cls.parameters if p.pushed)
 
     # ---------------------------------------------------------------- hooks
     @abc.abstractmethod
@@ -157,9 +142,7 @@ class ClassicControlEnv(Environment):
         else:
             feed.add_data("sampled_actions", np.zeros((num_envs, 1), np.int32))
         feed.add_data("rewards", np.zeros((num_envs, 1), F32))
-        for name, value in self.params.items():
-            feed.add_data(name, value)
-        return feed
+        return feed  # the physics: pushed from the table
 
     def get_reset_pools(self, pool_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         if pool_size < 1:
@@ -179,15 +162,11 @@ class ClassicControlEnv(Environment):
         p = {name: (np.int32(v) if np.issubdtype(np.asarray(v).dtype, np.integer) else F32(v))
              for name, v in p.items()}
         new_state, obs, rewards, terminated = self.dynamics(state.reshape(n_envs, self.state_dim), actions, p)
-        timestep = arrays["_timestep_"]
-        timestep += 1
         state[...] = new_state.reshape(state.shape)
         arrays["observations"][...] = obs.reshape(arrays["observations"].shape)
         arrays["rewards"][...] = rewards.reshape(arrays["rewards"].shape)
-        # Termination wins when both happen on the same step (returns must not
-        # bootstrap past a terminal state).
-        timed_out = timestep >= np.int32(arrays["episode_length"])
-        arrays["_done_"][...] = np.where(terminated, TERMINATED, np.where(timed_out, TRUNCATED, 0))
+        # The framework truncates after this where _done_ is 0 (termination wins on the same step).
+        arrays["_done_"][...] = np.where(terminated, TERMINATED, 0)
 
     # ---------------------------------------------------------------- rendering
     render_arrays = ("state",)

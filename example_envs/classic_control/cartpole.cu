@@ -6,23 +6,21 @@
 // the same operation order as its Python; sin/cos come from wd_sincosf so the
 // GPU and the cpu executor agree bit for bit. Reward 1 every step (Sutton &
 // Barto's 0 / -1 on termination if sutton_barto_reward), terminated when the
-// cart or the pole leaves its bounds, truncated at episode_length.
+// cart or the pole leaves its bounds. The framework owns the clock
+// (framework_clock): it advances _timestep_ and truncates at episode_length.
 #include <warp_drive/core.h>
 
 extern "C" __global__ void CartPoleStep(float* __restrict__ state,          // (E, 1, 4) x, x_dot, theta, theta_dot
                                         const int* __restrict__ actions,    // (E, 1) 0 = push left, 1 = push right
                                         float* __restrict__ observations,   // (E, 1, 4) = state
                                         float* __restrict__ rewards,        // (E, 1)
-                                        int* __restrict__ done,             // (E,) 1 terminated, 2 truncated
-                                        int* __restrict__ timestep,         // (E,)
-                                        int n_envs, int episode_length, float gravity, float masscart,
+                                        int* __restrict__ done,             // (E,) 1 terminated
+                                        int n_envs, float gravity, float masscart,
                                         float masspole, float length, float force_mag, float tau,
                                         float theta_threshold_radians, float x_threshold,
                                         int sutton_barto_reward) {
   const int env = wd_global_thread_id();
   if (env >= n_envs) return;
-  const int t = timestep[env] + 1;
-  timestep[env] = t;
 
   float* s = state + 4 * env;
   float x = s[0], x_dot = s[1], theta = s[2], theta_dot = s[3];
@@ -59,6 +57,5 @@ extern "C" __global__ void CartPoleStep(float* __restrict__ state,          // (
   } else {
     rewards[env] = 1.0f;
   }
-  // Termination wins over the time limit when both happen on the same step.
-  done[env] = terminated ? 1 : (t >= episode_length ? 2 : 0);
+  done[env] = terminated ? 1 : 0;  // the framework truncates after the step where this is 0
 }

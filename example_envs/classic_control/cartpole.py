@@ -18,30 +18,33 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, ClassicControlEnv
+from .base import F32, ClassicControlEnv, control_parameters
+from warp_drive.environment import Parameter
 from warp_drive.portable_math import sincos32
 
-_CARTPOLE_PARAMS = {
-    "gravity": 9.8,
-    "masscart": 1.0,
-    "masspole": 0.1,
-    "length": 0.5,  # half the pole's length
-    "force_mag": 10.0,
-    "tau": 0.02,
-    "theta_threshold_radians": 12 * 2 * math.pi / 360,
-    "x_threshold": 2.4,
-    "sutton_barto_reward": 0,
-}
+# Gymnasium's CartPoleEnv constants: masses, the pole, the time step and the bounds must be > 0 (length=0
+# divided by zero in thetaacc and trained into NaN; tau=0 would never move).
+_CARTPOLE_PARAMETERS = control_parameters(
+    500,
+    Parameter("gravity", 9.8, ge=0, doc="gravitational acceleration (m/s^2)"),
+    Parameter("masscart", 1.0, gt=0, doc="mass of the cart (kg)"),
+    Parameter("masspole", 0.1, gt=0, doc="mass of the pole (kg)"),
+    Parameter("length", 0.5, gt=0, doc="half the pole's length (m)"),
+    Parameter("force_mag", 10.0, ge=0, doc="force of a push (N)"),
+    Parameter("tau", 0.02, gt=0, doc="seconds between state updates (Euler step)"),
+    Parameter("theta_threshold_radians", 12 * 2 * math.pi / 360, gt=0, doc="pole angle that terminates"),
+    Parameter("x_threshold", 2.4, gt=0, doc="cart position that terminates"),
+    Parameter("sutton_barto_reward", False, doc="Sutton & Barto's reward: 0 a step, -1 on termination"),
+)
 
 
 class CartPole(ClassicControlEnv):
     name = "CartPole"
     cuda_source = "cartpole.cu"
     step_kernel = "CartPoleStep"
-    param_defaults = _CARTPOLE_PARAMS
+    parameters = _CARTPOLE_PARAMETERS
     state_dim = 4
     obs_dim = 4
-    default_episode_length = 500
 
     def observation_space(self, agent_id: int):
         high = np.array([float(self.params["x_threshold"]) * 2, np.inf,

@@ -6,9 +6,10 @@
 // step in float32 and its operation order: the force is the action clipped to
 // [min_action, max_action], times power, against gravity along cos(3 x); clip
 // the speed, move, clip the position (a car stopped at the left wall loses its
-// leftward speed); terminated at the goal; reward 100 on reaching it minus
-// 0.1 a^2 -- with the action as given, unclipped, exactly as Gymnasium
-// computes it; truncated at episode_length. cos through wd_sincosf.
+// leftward speed); terminated at the goal; reward 100 on reaching it minus 0.1
+// a^2 -- with the action as given, unclipped, exactly as Gymnasium computes
+// it; truncated at episode_length by the framework (framework_clock). cos
+// through wd_sincosf.
 #include <warp_drive/core.h>
 
 extern "C" __global__ void ContinuousMountainCarStep(
@@ -16,15 +17,12 @@ extern "C" __global__ void ContinuousMountainCarStep(
     const float* __restrict__ actions,  // (E, 1, 1) force in [min_action, max_action] (clipped here)
     float* __restrict__ observations,   // (E, 1, 2) = state
     float* __restrict__ rewards,        // (E, 1)
-    int* __restrict__ done,             // (E,) 1 terminated, 2 truncated
-    int* __restrict__ timestep,         // (E,)
-    int n_envs, int episode_length, float min_action, float max_action, float min_position,
+    int* __restrict__ done,             // (E,) 1 terminated
+    int n_envs, float min_action, float max_action, float min_position,
     float max_position, float max_speed, float goal_position, float goal_velocity, float power,
     float gravity) {
   const int env = wd_global_thread_id();
   if (env >= n_envs) return;
-  const int t = timestep[env] + 1;
-  timestep[env] = t;
 
   float* s = state + 2 * env;
   float position = s[0], velocity = s[1];
@@ -44,5 +42,5 @@ extern "C" __global__ void ContinuousMountainCarStep(
   observations[2 * env + 1] = velocity;
   const bool terminated = position >= goal_position && velocity >= goal_velocity;
   rewards[env] = (terminated ? 100.0f : 0.0f) - (action * action) * 0.1f;
-  done[env] = terminated ? 1 : (t >= episode_length ? 2 : 0);
+  done[env] = terminated ? 1 : 0;  // the framework truncates after the step where this is 0
 }

@@ -18,36 +18,34 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32, control_parameters
+from warp_drive.environment import Parameter
 from warp_drive.portable_math import cos32
 from .mountain_car import (
     mountain_car_drawing,
     mountain_car_observation_space,
     mountain_car_start_states,
+    mountain_car_track,
     mountain_car_view,
 )
 
-_CONTINUOUS_MOUNTAIN_CAR_PARAMS = {
-    "min_action": -1.0,
-    "max_action": 1.0,
-    "min_position": -1.2,
-    "max_position": 0.6,
-    "max_speed": 0.07,
-    "goal_position": 0.45,
-    "goal_velocity": 0.0,
-    "power": 0.0015,
-    "gravity": 0.0025,  # a literal in Gymnasium's step
-}
+_CONTINUOUS_MOUNTAIN_CAR_PARAMETERS = control_parameters(
+    999,
+    Parameter("min_action", -1.0, doc="least force (the action space's low)"),
+    Parameter("max_action", 1.0, doc="greatest force (the action space's high)"),
+    *mountain_car_track(0.45),
+    Parameter("power", 0.0015, ge=0, doc="acceleration per unit of force"),
+    Parameter("gravity", 0.0025, ge=0, doc="the hill's pull (a literal in Gymnasium's step)"),
+)
 
 
 class ContinuousMountainCar(ClassicControlEnv):
     name = "ContinuousMountainCar"
     cuda_source = "continuous_mountain_car.cu"
     step_kernel = "ContinuousMountainCarStep"
-    param_defaults = _CONTINUOUS_MOUNTAIN_CAR_PARAMS
+    parameters = _CONTINUOUS_MOUNTAIN_CAR_PARAMETERS
     state_dim = 2
     obs_dim = 2
-    default_episode_length = 999
     continuous_actions = True
 
     def observation_space(self, agent_id: int):

@@ -6,23 +6,20 @@
 // gravity along cos(3 x), clip the speed, move, clip the position (a car
 // stopped at the left wall loses its leftward speed); reward -1; terminated at
 // the goal (position >= goal_position and velocity >= goal_velocity);
-// truncated at episode_length. cos through wd_sincosf (bit-identical on the
-// GPU and the cpu executor).
+// truncated at episode_length by the framework (framework_clock). cos through
+// wd_sincosf (bit-identical on the GPU and the cpu executor).
 #include <warp_drive/core.h>
 
 extern "C" __global__ void MountainCarStep(float* __restrict__ state,         // (E, 1, 2) position, velocity
                                            const int* __restrict__ actions,   // (E, 1) 0 left, 1 none, 2 right
                                            float* __restrict__ observations,  // (E, 1, 2) = state
                                            float* __restrict__ rewards,       // (E, 1)
-                                           int* __restrict__ done,            // (E,) 1 terminated, 2 truncated
-                                           int* __restrict__ timestep,        // (E,)
-                                           int n_envs, int episode_length, float min_position,
+                                           int* __restrict__ done,            // (E,) 1 terminated
+                                           int n_envs, float min_position,
                                            float max_position, float max_speed, float goal_position,
                                            float goal_velocity, float force, float gravity) {
   const int env = wd_global_thread_id();
   if (env >= n_envs) return;
-  const int t = timestep[env] + 1;
-  timestep[env] = t;
 
   float* s = state + 2 * env;
   float position = s[0], velocity = s[1];
@@ -40,5 +37,5 @@ extern "C" __global__ void MountainCarStep(float* __restrict__ state,         //
   observations[2 * env + 1] = velocity;
   const bool terminated = position >= goal_position && velocity >= goal_velocity;
   rewards[env] = -1.0f;
-  done[env] = terminated ? 1 : (t >= episode_length ? 2 : 0);
+  done[env] = terminated ? 1 : 0;  // the framework truncates after the step where this is 0
 }

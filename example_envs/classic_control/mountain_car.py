@@ -16,18 +16,28 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32, control_parameters
+from warp_drive.environment import Parameter
 from warp_drive.portable_math import cos32
 
-_MOUNTAIN_CAR_PARAMS = {
-    "min_position": -1.2,
-    "max_position": 0.6,
-    "max_speed": 0.07,
-    "goal_position": 0.5,
-    "goal_velocity": 0.0,
-    "force": 0.001,
-    "gravity": 0.0025,
-}
+
+def mountain_car_track(goal_position: float) -> tuple[Parameter, ...]:
+    """The track both mountain cars share (Gymnasium's constants): positions are free (the goal may be moved,
+    e.g. next to the start), the speed limit and the hill's gravity are magnitudes."""
+    return (
+        Parameter("min_position", -1.2, doc="left end of the track (a wall)"),
+        Parameter("max_position", 0.6, doc="right end of the track"),
+        Parameter("max_speed", 0.07, gt=0, doc="speed limit, both ways"),
+        Parameter("goal_position", goal_position, doc="position that terminates (with goal_velocity)"),
+        Parameter("goal_velocity", 0.0, doc="least velocity at the goal that terminates"),
+    )
+
+
+_MOUNTAIN_CAR_PARAMETERS = control_parameters(
+    200, *mountain_car_track(0.5),
+    Parameter("force", 0.001, ge=0, doc="acceleration of a push"),
+    Parameter("gravity", 0.0025, ge=0, doc="the hill's pull (times cos(3 position))"),
+)
 
 
 def mountain_car_start_states(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -47,10 +57,9 @@ class MountainCar(ClassicControlEnv):
     name = "MountainCar"
     cuda_source = "mountain_car.cu"
     step_kernel = "MountainCarStep"
-    param_defaults = _MOUNTAIN_CAR_PARAMS
+    parameters = _MOUNTAIN_CAR_PARAMETERS
     state_dim = 2
     obs_dim = 2
-    default_episode_length = 200
 
     def observation_space(self, agent_id: int):
         return mountain_car_observation_space(self.params)

@@ -5,9 +5,10 @@
 // step in float32 and its operation order: torque u clipped to +-max_torque,
 // cost = normalize(theta)^2 + 0.1 thetadot^2 + 0.001 u^2 of the state before
 // the step (reward = -cost), semi-implicit Euler with the speed clipped to
-// +-max_speed. Never terminates; truncated at episode_length. sin/cos through
-// wd_sincosf and the angle normalisation through fmodf (exact on both sides),
-// so the GPU and the cpu executor agree bit for bit.
+// +-max_speed. Never terminates; the framework truncates at episode_length
+// (framework_clock). sin/cos through wd_sincosf and the angle normalisation
+// through fmodf (exact on both sides), so the GPU and the cpu executor agree
+// bit for bit.
 #include <warp_drive/core.h>
 
 // Gymnasium's angle_normalize: ((x + pi) % (2 pi)) - pi with Python's floored
@@ -24,14 +25,10 @@ extern "C" __global__ void PendulumStep(float* __restrict__ state,          // (
                                         const float* __restrict__ actions,  // (E, 1, 1) torque (clipped here)
                                         float* __restrict__ observations,   // (E, 1, 3) cos, sin, thetadot
                                         float* __restrict__ rewards,        // (E, 1)
-                                        int* __restrict__ done,             // (E,) 2 when truncated
-                                        int* __restrict__ timestep,         // (E,)
-                                        int n_envs, int episode_length, float max_speed, float max_torque,
+                                        int n_envs, float max_speed, float max_torque,
                                         float dt, float g, float m, float l) {
   const int env = wd_global_thread_id();
   if (env >= n_envs) return;
-  const int t = timestep[env] + 1;
-  timestep[env] = t;
 
   float* s = state + 2 * env;
   const float th = s[0], thdot = s[1];
@@ -54,5 +51,4 @@ extern "C" __global__ void PendulumStep(float* __restrict__ state,          // (
   o[1] = sin_new;
   o[2] = newthdot;
   rewards[env] = -costs;
-  done[env] = t >= episode_length ? 2 : 0;
 }

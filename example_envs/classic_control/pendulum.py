@@ -17,17 +17,21 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from .base import F32, ClassicControlEnv, clip32
+from .base import F32, ClassicControlEnv, clip32, control_parameters
+from warp_drive.environment import Parameter
 from warp_drive.portable_math import sin32, sincos32
 
-_PENDULUM_PARAMS = {
-    "max_speed": 8.0,
-    "max_torque": 2.0,
-    "dt": 0.05,
-    "g": 10.0,
-    "m": 1.0,
-    "l": 1.0,
-}
+# Gymnasium's PendulumEnv constants: m and l divide (3 / (m l^2)), dt = 0 would never move, and the limits
+# bound the spaces (Box(-max_torque, max_torque)).
+_PENDULUM_PARAMETERS = control_parameters(
+    200,
+    Parameter("max_speed", 8.0, gt=0, doc="angular speed limit (rad/s)"),
+    Parameter("max_torque", 2.0, gt=0, doc="torque limit, the action space's bound"),
+    Parameter("dt", 0.05, gt=0, doc="seconds per step"),
+    Parameter("g", 10.0, ge=0, doc="gravitational acceleration (Gymnasium's constructor option)"),
+    Parameter("m", 1.0, gt=0, doc="mass of the pendulum"),
+    Parameter("l", 1.0, gt=0, doc="length of the pendulum"),
+)
 _PI = F32(np.pi)
 _TWO_PI = F32(2 * np.pi)
 
@@ -41,10 +45,9 @@ class Pendulum(ClassicControlEnv):
     name = "Pendulum"
     cuda_source = "pendulum.cu"
     step_kernel = "PendulumStep"
-    param_defaults = _PENDULUM_PARAMS
+    parameters = _PENDULUM_PARAMETERS
     state_dim = 2
     obs_dim = 3
-    default_episode_length = 200
     continuous_actions = True
 
     def observation_space(self, agent_id: int):

@@ -132,7 +132,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, require_finite
+from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, Parameter, require_finite
 from warp_drive.portable_math import expf32, logf32
 
 F32 = np.float32
@@ -236,27 +236,33 @@ class PandemicEconomy(Environment):
     consistency_rtol = 0.0
     state_arrays = ("region_features", "national")
 
+    # The scalar parameters (the draw ranges and params_file are constructor keywords beside them). None is
+    # pushed from here: the kernel's scalars are derived (constants()), which the calibration's reference reads too.
+    parameters = (
+        Parameter("num_regions", 51, ge=1, kernel=False, doc="regions S (agents 0..S-1; the planner is S)"),
+        Parameter("episode_length", 540, ge=1, doc="days per episode"),
+        Parameter("num_levels", 10, ge=2, kernel=False, doc="stringency levels a region chooses from"),
+        Parameter("cooldown", 28, ge=1, kernel=False, doc="days a region keeps a level before changing it"),
+        Parameter("num_subsidy_levels", 20, ge=1, kernel=False, doc="subsidy levels the planner chooses from"),
+        Parameter("subsidy_period", 90, ge=1, kernel=False, doc="days between the planner's decisions"),
+        Parameter("delay", 21, ge=1, kernel=False, doc="days before a level takes effect"),
+        Parameter("filter_memory", 600, ge=1, kernel=False, doc="days of history the filters weigh"),
+        Parameter("num_filters", 5, ge=1, kernel=False, doc="exponential filters of the infection history"),
+        Parameter("lambda_min", 30.0, gt=0, kernel=False, doc="the shortest filter's time scale (days)"),
+        Parameter("lambda_max", 540.0, gt=0, kernel=False, doc="the longest filter's time scale (>= lambda_min)"),
+        Parameter("gamma", 1.0 / 14.0, gt=0, le=1, kernel=False, doc="recovery rate per day"),
+        Parameter("vaccination_start", 120, kernel=False, doc="the day vaccination starts"),
+        Parameter("vaccination_rate", 0.002, ge=0, le=1, kernel=False, doc="fraction vaccinated per day"),
+        Parameter("output_per_worker", 1.0, gt=0, kernel=False, doc="yearly output of a worker"),
+        Parameter("max_subsidy", 0.02, ge=0, kernel=False, doc="the top subsidy, a fraction of yearly output"),
+        Parameter("borrow_rate", 0.05, kernel=False, doc="the planner's interest rate"),
+        Parameter("eta", 2.0, kernel=False, doc="CRRA risk aversion of consumption (1: log)"),
+        Parameter("planner_alpha", 0.5, ge=0, le=1, kernel=False, doc="the planner's weight of health"),
+        Parameter("seed", 0, kernel=False, doc="draws every region's parameters"),
+    )
+
     def __init__(
         self,
-        num_regions: int = 51,
-        episode_length: int = 540,
-        num_levels: int = 10,
-        cooldown: int = 28,
-        num_subsidy_levels: int = 20,
-        subsidy_period: int = 90,
-        delay: int = 21,
-        filter_memory: int = 600,
-        num_filters: int = 5,
-        lambda_min: float = 30.0,
-        lambda_max: float = 540.0,
-        gamma: float = 1.0 / 14.0,
-        vaccination_start: int = 120,
-        vaccination_rate: float = 0.002,
-        output_per_worker: float = 1.0,
-        max_subsidy: float = 0.02,
-        borrow_rate: float = 0.05,
-        eta: float = 2.0,
-        planner_alpha: float = 0.5,
         R0_range: tuple[float, float] = (1.3, 2.7),
         kappa_range: tuple[float, float] = (0.5, 0.9),
         population_range: tuple[float, float] = (5e5, 4e7),
@@ -267,47 +273,27 @@ class PandemicEconomy(Environment):
         initial_infected_range: tuple[float, float] = (1e-4, 1e-3),
         filter_weight_range: tuple[float, float] = (0.005, 0.02),
         params_file: str | Path | None = None,
-        seed: int = 0,
+        **config,
     ):
-        ints = {"num_regions": num_regions, "episode_length": episode_length, "num_levels": num_levels,
-                "cooldown": cooldown, "num_subsidy_levels": num_subsidy_levels, "subsidy_period": subsidy_period,
-                "delay": delay, "filter_memory": filter_memory, "num_filters": num_filters}
-        for key, value in ints.items():
-            if int(value) < 1:
-                raise ValueError(f"PandemicEconomy: {key} must be >= 1, got {value}")
-        if int(num_levels) < 2:
-            raise ValueError(f"PandemicEconomy: num_levels must be >= 2, got {num_levels}")
+        super().__init__(**config)  # the table: types, finiteness, bounds
         ranges = {"R0_range": R0_range, "kappa_range": kappa_range, "population_range": population_range,
                   "work_fraction_range": work_fraction_range, "base_unemployment_range": base_unemployment_range,
                   "death_share_range": death_share_range, "alpha_range": alpha_range,
                   "initial_infected_range": initial_infected_range, "filter_weight_range": filter_weight_range}
-        require_finite("PandemicEconomy", lambda_min=lambda_min, lambda_max=lambda_max, gamma=gamma,
-                       vaccination_rate=vaccination_rate, output_per_worker=output_per_worker,
-                       max_subsidy=max_subsidy, borrow_rate=borrow_rate, eta=eta, planner_alpha=planner_alpha,
-                       **ranges)
+        require_finite("PandemicEconomy", **ranges)
         _check_ranges(ranges)
-        if not float(vaccination_rate) <= 1.0:
-            raise ValueError(f"PandemicEconomy: vaccination_rate is a fraction of the population per day, at most 1; "
-                             f"got {vaccination_rate}")
-        if not 0.0 <= float(planner_alpha) <= 1.0:
-            raise ValueError(f"PandemicEconomy: planner_alpha must be in [0, 1], got {planner_alpha}")
-        if not (0.0 < float(gamma) <= 1.0 and float(vaccination_rate) >= 0.0 and float(output_per_worker) > 0.0
-                and float(lambda_min) > 0.0 and float(lambda_max) >= float(lambda_min) and float(max_subsidy) >= 0.0):
-            raise ValueError("PandemicEconomy: need 0 < gamma <= 1, vaccination_rate >= 0, output_per_worker > 0, "
-                             "0 < lambda_min <= lambda_max and max_subsidy >= 0")
-        self.num_regions = S = int(num_regions)
+        if self.lambda_max < self.lambda_min:
+            raise ValueError(f"PandemicEconomy: lambda_max={self.lambda_max!r}: must be >= lambda_min="
+                             f"{self.lambda_min!r}. Fix: raise lambda_max or lower lambda_min")
+        gamma, lambda_min, lambda_max, planner_alpha = self.gamma, self.lambda_min, self.lambda_max, self.planner_alpha
+        self.num_regions = S = self.num_regions
         self.num_agents = S + 1
-        self.episode_length = int(episode_length)
-        self.num_levels, self.cooldown = int(num_levels), int(cooldown)
-        self.num_subsidy_levels, self.subsidy_period = int(num_subsidy_levels), int(subsidy_period)
-        self.delay, self.filter_memory, self.num_filters = int(delay), int(filter_memory), int(num_filters)
         self.gamma = F32(gamma)
-        self.vaccination_start, self.vaccination_rate = int(vaccination_start), F32(vaccination_rate)
-        self.output_per_worker_day = F32(float(output_per_worker) / 365.0)
-        self.subsidy_top_day = F32(float(max_subsidy) * float(output_per_worker) / 365.0)
-        self.one_plus_r = F32(1.0 + float(borrow_rate))
-        self.one_minus_eta = F32(1.0 - float(eta))
-        self.seed = int(seed)
+        self.vaccination_rate = F32(self.vaccination_rate)
+        self.output_per_worker_day = F32(float(self.output_per_worker) / 365.0)
+        self.subsidy_top_day = F32(float(self.max_subsidy) * float(self.output_per_worker) / 365.0)
+        self.one_plus_r = F32(1.0 + float(self.borrow_rate))
+        self.one_minus_eta = F32(1.0 - float(self.eta))
 
         rng = np.random.default_rng(self.seed)
         p = {

@@ -71,7 +71,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, require_finite
+from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, Parameter
 from warp_drive.portable_math import expf32, log1p32, logf32  # noqa: F401  (re-exported)
 
 F32 = np.float32
@@ -100,17 +100,10 @@ def softplus_penetration(x, k) -> np.ndarray:
 class SimpleSpread(Environment):
     """MPE simple_spread as JaxMARL's ``MPE_simple_spread_v3`` (see the module docstring).
 
-    Constructor arguments: ``num_agents`` (3), ``num_landmarks`` (3),
-    ``episode_length`` (25), ``jaxmarl_done_step`` (False: done at step
-    ``episode_length``; True: at ``episode_length + 1``, as JaxMARL),
-    ``continuous_actions`` (False), ``local_ratio`` (0.5), the physical
-    constants ``dt`` (0.1), ``damping`` (0.25), ``mass`` (1.0), ``accel``
-    (5.0), ``max_speed`` (None: unlimited), ``contact_force`` (100.0),
-    ``contact_margin`` (1e-3), ``agent_radius`` (0.15), ``landmark_radius``
-    (0.05, drawn only: landmarks do not collide), ``integrator`` ("jaxmarl"
-    or "semi_implicit"), ``seed`` (the start state kept as every env's reset
-    twin, used when the wrapper has no pools, ``reset_pool_size=0``) and
-    ``pool_max_bytes`` (cap on a reset pool: each row holds a start state's
+    Constructor arguments: the parameter table below (``warp-drive envs --describe SimpleSpread``);
+    ``jaxmarl_done_step`` ends an episode at step ``episode_length + 1``, as JaxMARL does, ``seed`` draws
+    the start state kept as every env's reset twin (used when the wrapper has no pools,
+    ``reset_pool_size=0``) and ``pool_max_bytes`` caps a reset pool (each row holds a start state's
     observations).
     """
 
@@ -124,59 +117,41 @@ class SimpleSpread(Environment):
     consistency_rtol = 0.0
     DEFAULT_POOL_MAX_BYTES = 64 * 1024 * 1024
 
-    def __init__(
-        self,
-        num_agents: int = 3,
-        num_landmarks: int = 3,
-        episode_length: int = 25,
-        jaxmarl_done_step: bool = False,
-        continuous_actions: bool = False,
-        local_ratio: float = 0.5,
-        dt: float = 0.1,
-        damping: float = 0.25,
-        mass: float = 1.0,
-        accel: float = 5.0,
-        max_speed: float | None = None,
-        contact_force: float = 100.0,
-        contact_margin: float = 1e-3,
-        agent_radius: float = 0.15,
-        landmark_radius: float = 0.05,
-        integrator: str = "jaxmarl",
-        seed: int = 0,
-        pool_max_bytes: int = DEFAULT_POOL_MAX_BYTES,
-    ):
-        require_finite("SimpleSpread", local_ratio=local_ratio, dt=dt, damping=damping, mass=mass, accel=accel,
-                       max_speed=max_speed, contact_force=contact_force, contact_margin=contact_margin,
-                       agent_radius=agent_radius, landmark_radius=landmark_radius)
-        self.num_agents, self.num_landmarks = int(num_agents), int(num_landmarks)
-        if self.num_agents < 1 or self.num_landmarks < 1:
-            raise ValueError(f"SimpleSpread needs num_agents >= 1 and num_landmarks >= 1, got {num_agents}, "
-                             f"{num_landmarks}")
-        if int(episode_length) < 1:
-            raise ValueError(f"episode_length must be >= 1, got {episode_length}")
-        if not 0.0 <= float(local_ratio) <= 1.0:
-            raise ValueError(f"local_ratio must be in [0, 1], got {local_ratio}")
-        if integrator not in INTEGRATORS:
-            raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
-        if float(mass) <= 0 or float(contact_margin) <= 0 or float(damping) < 0:
-            raise ValueError("mass and contact_margin must be positive and damping non-negative")
+    parameters = (
+        Parameter("num_agents", 3, ge=1, doc="agents"),
+        Parameter("num_landmarks", 3, ge=1, doc="landmarks"),
+        Parameter("episode_length", 25, ge=1, doc="JaxMARL's max_steps"),
+        Parameter("jaxmarl_done_step", False, kernel=False, doc="done at step episode_length + 1, as JaxMARL"),
+        Parameter("continuous_actions", False, kernel=False, doc="Box(5) actions (else Discrete(5))"),
+        Parameter("local_ratio", 0.5, ge=0, le=1, doc="weight of the local (collision) reward"),
+        Parameter("dt", 0.1, gt=0, doc="seconds per step"),
+        Parameter("damping", 0.25, ge=0, kernel=False, doc="velocity lost per step (a fraction)"),
+        Parameter("mass", 1.0, gt=0, doc="agent mass"),
+        Parameter("accel", 5.0, doc="agent acceleration (force scale)"),
+        Parameter("max_speed", None, type=float, gt=0, kernel=False, doc="speed limit (None: unlimited)"),
+        Parameter("contact_force", 100.0, doc="collision force"),
+        Parameter("contact_margin", 1e-3, gt=0, doc="softness of collisions"),
+        Parameter("agent_radius", 0.15, ge=0, doc="agent size (collisions)"),
+        Parameter("landmark_radius", 0.05, ge=0, kernel=False, doc="landmark size (drawn only)"),
+        Parameter("integrator", "jaxmarl", choices=INTEGRATORS, doc="JaxMARL's order of updates, or semi-implicit"),
+        Parameter("seed", 0, kernel=False, doc="the start state kept as every env's reset twin"),
+        Parameter("pool_max_bytes", DEFAULT_POOL_MAX_BYTES, ge=1, kernel=False, doc="cap on a reset pool's bytes"),
+    )
+
+    def __init__(self, **config):
+        super().__init__(**config)  # the table: types, finiteness, bounds
+        episode_length, max_speed, damping = self.episode_length, self.max_speed, self.damping
         self.max_steps = int(episode_length)
-        self.jaxmarl_done_step = bool(jaxmarl_done_step)
         self.episode_length = self.max_steps + (1 if self.jaxmarl_done_step else 0)
-        self.continuous_actions = bool(continuous_actions)
         if self.continuous_actions:
             self.step_kernel = "SimpleSpreadContinuousStep"
-        self.integrator = integrator
-        self.local_ratio = F32(local_ratio)
-        self.global_ratio = F32(1.0 - float(local_ratio))  # JaxMARL: global_rew * (1 - local_ratio), in double
-        self.dt, self.mass, self.accel = F32(dt), F32(mass), F32(accel)
-        self.damping = float(damping)
-        self.velocity_retention = F32(1.0 - self.damping)  # JaxMARL: p_vel * (1 - damping), in double
-        self.max_speed = F32(-1.0 if max_speed is None else max_speed)
-        self.contact_force, self.contact_margin = F32(contact_force), F32(contact_margin)
-        self.agent_radius, self.landmark_radius = F32(agent_radius), F32(landmark_radius)
-        self.seed = int(seed)
-        self.pool_max_bytes = int(pool_max_bytes)
+        self.global_ratio = F32(1.0 - self.local_ratio)  # JaxMARL: global_rew * (1 - local_ratio), in double
+        self.velocity_retention = F32(1.0 - damping)  # JaxMARL: p_vel * (1 - damping), in double
+        self.max_speed = F32(-1.0 if max_speed is None else max_speed)  # pushed: -1 is unlimited
+        # Float32 once, as the kernel reads them (the reference computes with these).
+        for name in ("local_ratio", "dt", "mass", "accel", "contact_force", "contact_margin", "agent_radius",
+                     "landmark_radius"):
+            setattr(self, name, F32(getattr(self, name)))
 
     # ---------------------------------------------------------------- sizes and spaces
     @property
@@ -242,16 +217,9 @@ class SimpleSpread(Environment):
         feed.add_data("rewards", np.zeros((e, n), F32))
         feed.add_data("agent_force", np.zeros((e, n, 2), F32), save_copy_and_apply_at_reset=True)
         feed.add_data("landmark_dist", np.zeros((e, l), F32), save_copy_and_apply_at_reset=True)
-        feed.add_data("num_landmarks", np.int32(l))
-        feed.add_data("dt", self.dt)
+        # Derived scalars (num_landmarks, dt, mass, accel, the contact and the ratio: the table's).
         feed.add_data("velocity_retention", self.velocity_retention)
-        feed.add_data("mass", self.mass)
-        feed.add_data("accel", self.accel)
         feed.add_data("max_speed", self.max_speed)
-        feed.add_data("contact_force", self.contact_force)
-        feed.add_data("contact_margin", self.contact_margin)
-        feed.add_data("agent_radius", self.agent_radius)
-        feed.add_data("local_ratio", self.local_ratio)
         feed.add_data("global_ratio", self.global_ratio)
         feed.add_data("semi_implicit", np.int32(self.integrator == "semi_implicit"))
         return feed

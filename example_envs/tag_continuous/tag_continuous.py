@@ -53,7 +53,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, require_finite
+from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, Parameter
 from warp_drive.neighbors import MAX_NEIGHBORS, grid_scratch
 from warp_drive.portable_math import sincos32
 
@@ -102,87 +102,48 @@ class TagContinuous(Environment):
     # pool stays below this many bytes (large envs get fewer distinct starts).
     DEFAULT_POOL_MAX_BYTES = 64 * 1024 * 1024
 
-    def __init__(
-        self,
-        num_taggers: int = 1,
-        num_runners: int = 10,
-        grid_length: float = 10.0,
-        episode_length: int = 100,
-        starting_location_x=None,
-        starting_location_y=None,
-        starting_directions=None,
-        seed: int | None = None,
-        max_speed: float = 1.0,
-        skill_level_runner: float = 1.0,
-        skill_level_tagger: float = 1.0,
-        max_acceleration: float = 1.0,
-        min_acceleration: float = -1.0,
-        max_turn: float = np.pi / 2,
-        min_turn: float = -np.pi / 2,
-        num_acceleration_levels: int = 10,
-        num_turn_levels: int = 10,
-        edge_hit_penalty: float = -0.0,
-        use_full_observation: bool = True,
-        num_other_agents_observed: int = 2,
-        tagging_distance: float = 0.01,
-        tag_reward_for_tagger: float = 1.0,
-        step_penalty_for_tagger: float = -0.0,
-        tag_penalty_for_runner: float = -1.0,
-        step_reward_for_runner: float = 0.0,
-        end_of_game_reward_for_runner: float = 1.0,
-        runner_exits_game_after_tagged: bool = True,
-        random_starts: bool = True,
-        pool_max_bytes: int = DEFAULT_POOL_MAX_BYTES,
-    ):
-        def require(condition, message):
-            if not condition:
-                raise ValueError(f"TagContinuous: {message}")
+    parameters = (
+        Parameter("num_taggers", 1, ge=1, doc="taggers (their ids drawn with seed)"),
+        Parameter("num_runners", 10, ge=1, kernel=False, doc="runners"),
+        Parameter("grid_length", 10.0, gt=0, doc="side of the square"),
+        Parameter("episode_length", 100, ge=1, doc="steps before an episode is truncated"),
+        Parameter("seed", None, type=int, kernel=False, doc="the env's own generator: taggers, fixed starts"),
+        Parameter("max_speed", 1.0, ge=0, doc="speed limit (times an agent's skill level)"),
+        Parameter("skill_level_runner", 1.0, kernel=False, doc="runners' share of max_speed"),
+        Parameter("skill_level_tagger", 1.0, kernel=False, doc="taggers' share of max_speed"),
+        Parameter("max_acceleration", 1.0, kernel=False, doc="the acceleration table's top"),
+        Parameter("min_acceleration", -1.0, kernel=False, doc="the acceleration table's bottom"),
+        Parameter("max_turn", np.pi / 2, kernel=False, doc="the turn table's top (radians)"),
+        Parameter("min_turn", -np.pi / 2, kernel=False, doc="the turn table's bottom (radians)"),
+        Parameter("num_acceleration_levels", 10, ge=0, kernel=False, doc="accelerations besides the no-op"),
+        Parameter("num_turn_levels", 10, ge=0, kernel=False, doc="turns besides the no-op"),
+        Parameter("edge_hit_penalty", -0.0, le=0, doc="reward for crossing an edge (clipped back)"),
+        Parameter("use_full_observation", True, doc="every other agent, or the nearest num_other_agents_observed"),
+        Parameter("num_other_agents_observed", 2, ge=1, doc=f"neighbours observed when partial (<= {MAX_NEIGHBORS})"),
+        Parameter("tagging_distance", 0.01, ge=0, le=1, kernel=False, doc="tag radius, a fraction of grid_length"),
+        Parameter("tag_reward_for_tagger", 1.0, ge=0, doc="a tagger's reward per runner it tags"),
+        Parameter("step_penalty_for_tagger", -0.0, le=0, kernel=False, doc="a tagger's reward per step"),
+        Parameter("tag_penalty_for_runner", -1.0, le=0, doc="a runner's reward when tagged"),
+        Parameter("step_reward_for_runner", 0.0, ge=0, kernel=False, doc="a runner's reward per step"),
+        Parameter("end_of_game_reward_for_runner", 1.0, ge=0, doc="a runner's reward for lasting the episode"),
+        Parameter("runner_exits_game_after_tagged", True, doc="a tagged runner leaves the game"),
+        Parameter("random_starts", True, kernel=False, doc="a new random start state at every reset"),
+        Parameter("pool_max_bytes", DEFAULT_POOL_MAX_BYTES, ge=1, kernel=False, doc="cap on a reset pool's bytes"),
+    )
 
-        require_finite("TagContinuous", grid_length=grid_length, max_speed=max_speed,
-                       skill_level_runner=skill_level_runner, skill_level_tagger=skill_level_tagger,
-                       max_acceleration=max_acceleration, min_acceleration=min_acceleration, max_turn=max_turn,
-                       min_turn=min_turn, edge_hit_penalty=edge_hit_penalty, tagging_distance=tagging_distance,
-                       tag_reward_for_tagger=tag_reward_for_tagger, step_penalty_for_tagger=step_penalty_for_tagger,
-                       tag_penalty_for_runner=tag_penalty_for_runner, step_reward_for_runner=step_reward_for_runner,
-                       end_of_game_reward_for_runner=end_of_game_reward_for_runner)
-        require(int(num_taggers) >= 1, f"num_taggers must be >= 1, got {num_taggers}")
-        require(int(num_runners) >= 1, f"num_runners must be >= 1, got {num_runners}")
-        require(int(episode_length) >= 1, f"episode_length must be >= 1, got {episode_length}")
-        require(grid_length > 0, f"grid_length must be > 0, got {grid_length}")
-        require(max_speed >= 0, f"max_speed must be >= 0, got {max_speed}")
-        require(edge_hit_penalty <= 0, f"edge_hit_penalty must be <= 0, got {edge_hit_penalty}")
-        require(int(num_acceleration_levels) >= 0 and int(num_turn_levels) >= 0,
-                "num_acceleration_levels and num_turn_levels must be >= 0")
-        require(0 <= tagging_distance <= 1,
-                f"tagging_distance is a fraction of grid_length in [0, 1], got {tagging_distance}")
-        require(tag_reward_for_tagger >= 0, "tag_reward_for_tagger must be >= 0")
-        require(step_penalty_for_tagger <= 0, "step_penalty_for_tagger must be <= 0")
-        require(tag_penalty_for_runner <= 0, "tag_penalty_for_runner must be <= 0")
-        require(step_reward_for_runner >= 0, "step_reward_for_runner must be >= 0")
-        require(end_of_game_reward_for_runner >= 0, "end_of_game_reward_for_runner must be >= 0")
-        self.use_full_observation = bool(use_full_observation)
-        self.num_other_agents_observed = int(num_other_agents_observed)
-        if not self.use_full_observation:
-            require(
-                1 <= self.num_other_agents_observed <= self.MAX_NEIGHBORS,
-                f"num_other_agents_observed must be in [1, {self.MAX_NEIGHBORS}] with partial observation "
-                f"(the kernel keeps the nearest neighbours in a fixed-size per-thread list), got "
-                f"{num_other_agents_observed}; use use_full_observation=True to observe every agent",
-            )
-
-        self.num_taggers, self.num_runners = int(num_taggers), int(num_runners)
+    def __init__(self, starting_location_x=None, starting_location_y=None, starting_directions=None, **config):
+        super().__init__(**config)  # the table: types, finiteness, bounds
+        if not self.use_full_observation and self.num_other_agents_observed > self.MAX_NEIGHBORS:
+            raise ValueError(
+                f"TagContinuous: num_other_agents_observed must be in [1, {self.MAX_NEIGHBORS}] with partial "
+                f"observation (the kernel keeps the nearest neighbours in a fixed-size per-thread list), got "
+                f"{self.num_other_agents_observed}; use use_full_observation=True to observe every agent")
         self.num_agents = self.num_taggers + self.num_runners
-        self.episode_length = int(episode_length)
-        self.grid_length = F32(grid_length)
-        self.max_speed = F32(max_speed)
-        self.edge_hit_penalty = F32(edge_hit_penalty)
-        self.distance_margin_for_reward = F32(F32(tagging_distance) * self.grid_length)
-        self.tag_reward_for_tagger = F32(tag_reward_for_tagger)
-        self.tag_penalty_for_runner = F32(tag_penalty_for_runner)
-        self.end_of_game_reward_for_runner = F32(end_of_game_reward_for_runner)
-        self.runner_exits_game_after_tagged = bool(runner_exits_game_after_tagged)
-        self.random_starts = bool(random_starts)
-        self.pool_max_bytes = int(pool_max_bytes)
+        # Float32 once, so that the kernel and the reference compute with the very same numbers.
+        for name in ("grid_length", "max_speed", "edge_hit_penalty", "tag_reward_for_tagger",
+                     "tag_penalty_for_runner", "end_of_game_reward_for_runner"):
+            setattr(self, name, F32(getattr(self, name)))
+        self.distance_margin_for_reward = F32(F32(self.tagging_distance) * self.grid_length)
         # Normalisers, rounded once to float32 so that the kernel and the
         # reference divide by the very same numbers.
         self.position_scale = F32(np.sqrt(2.0) * float(self.grid_length))
@@ -190,7 +151,7 @@ class TagContinuous(Environment):
         self.direction_scale = TWO_PI
 
         n = self.num_agents
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(self.seed)
         self.tagger_ids = np.sort(self.rng.choice(n, self.num_taggers, replace=False)).astype(np.int32)
         self.agent_types = np.zeros(n, np.int32)  # 1 = tagger, 0 = runner
         self.agent_types[self.tagger_ids] = 1
@@ -200,16 +161,15 @@ class TagContinuous(Environment):
         self.runners = dict.fromkeys(self.runner_ids.tolist(), True)
 
         self.acceleration_actions = np.insert(
-            np.linspace(F32(min_acceleration), F32(max_acceleration), int(num_acceleration_levels)), 0, 0.0
+            np.linspace(F32(self.min_acceleration), F32(self.max_acceleration), self.num_acceleration_levels), 0, 0.0
         ).astype(F32)
-        self.turn_actions = np.insert(
-            np.linspace(F32(min_turn), F32(max_turn), int(num_turn_levels)), 0, 0.0
-        ).astype(F32)
+        self.turn_actions = np.insert(np.linspace(F32(self.min_turn), F32(self.max_turn), self.num_turn_levels),
+                                      0, 0.0).astype(F32)
         self.skill_levels = np.where(
-            self.agent_types == 1, F32(skill_level_tagger), F32(skill_level_runner)
+            self.agent_types == 1, F32(self.skill_level_tagger), F32(self.skill_level_runner)
         ).astype(F32)
         self.step_rewards = np.where(
-            self.agent_types == 1, F32(step_penalty_for_tagger), F32(step_reward_for_runner)
+            self.agent_types == 1, F32(self.step_penalty_for_tagger), F32(self.step_reward_for_runner)
         ).astype(F32)
 
         # Start state: what is given is fixed; what is not is drawn (once here
@@ -309,18 +269,8 @@ class TagContinuous(Environment):
         feed.add_data("step_rewards", self.step_rewards)
         feed.add_data("acceleration_actions", self.acceleration_actions)
         feed.add_data("turn_actions", self.turn_actions)
-        # Scalars.
-        feed.add_data("num_taggers", self.num_taggers)
-        feed.add_data("edge_hit_penalty", self.edge_hit_penalty)
-        feed.add_data("grid_length", self.grid_length)
-        feed.add_data("max_speed", self.max_speed)
-        feed.add_data("num_other_agents_observed", self.num_other_agents_observed)
-        feed.add_data("runner_exits_game_after_tagged", int(self.runner_exits_game_after_tagged))
-        feed.add_data("use_full_observation", int(self.use_full_observation))
+        # Derived scalars (the parameters' own are pushed from the table).
         feed.add_data("distance_margin_for_reward", self.distance_margin_for_reward)
-        feed.add_data("tag_reward_for_tagger", self.tag_reward_for_tagger)
-        feed.add_data("tag_penalty_for_runner", self.tag_penalty_for_runner)
-        feed.add_data("end_of_game_reward_for_runner", self.end_of_game_reward_for_runner)
         feed.add_data("position_scale", self.position_scale)
         feed.add_data("speed_scale", self.speed_scale)
         feed.add_data("direction_scale", self.direction_scale)

@@ -41,7 +41,7 @@ import numpy as np
 from gymnasium import spaces
 
 from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment
+from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, Parameter
 
 TAGGER, RUNNER = 0, 1
 # Discrete(5) action -> (dx, dy); the kernel holds the same table as local constants.
@@ -69,46 +69,31 @@ class TagGridWorld(Environment):
     consistency_atol = 0.0
     consistency_rtol = 0.0
 
-    def __init__(
-        self,
-        num_taggers: int = 10,
-        grid_length: int = 10,
-        episode_length: int = 100,
-        starting_location_x: Any = None,
-        starting_location_y: Any = None,
-        wall_hit_penalty: float = 0.1,
-        tag_reward_for_tagger: float = 10.0,
-        tag_penalty_for_runner: float = 2.0,
-        step_cost_for_tagger: float = 0.01,
-        use_full_observation: bool = True,
-        random_starts: bool = False,
-        seed: int | None = None,
-    ):
-        """``starting_location_x/y``: optional per-agent start cells (length N),
-        replacing the default starts. ``random_starts``: draw a new random start
-        for every agent at every reset (see :meth:`get_reset_pools`). ``seed`` is
-        accepted for WarpDrive config compatibility only: random starts come from
-        the framework's reset-pool generator, seeded by the wrapper's seed."""
-        self.num_taggers = _int_at_least(num_taggers, 1, "num_taggers")
-        self.grid_length = _int_at_least(grid_length, 1, "grid_length")
-        if self.grid_length > MAX_GRID_LENGTH:
-            raise ValueError(
-                f"grid_length={grid_length}: the kernel compares squared distances (up to 2 L^2) in 32-bit "
-                f"integers, so grid_length must be at most {MAX_GRID_LENGTH}"
-            )
-        self.episode_length = _int_at_least(episode_length, 1, "episode_length")
+    parameters = (
+        Parameter("num_taggers", 10, ge=1, kernel=False, doc="taggers: agents 0..N-2 (the runner is agent N-1)"),
+        Parameter("grid_length", 10, ge=1, le=MAX_GRID_LENGTH, kernel=False,
+                  doc="the last cell per axis, L (L+1 cells); the kernel compares 2 L^2 in 32 bits"),
+        Parameter("episode_length", 100, ge=1, doc="steps before an episode without a tag is truncated"),
+        Parameter("wall_hit_penalty", 0.1, ge=0, doc="paid for each axis a move clips at the wall"),
+        Parameter("tag_reward_for_tagger", 10.0, ge=0, doc="every tagger's reward when the runner is tagged"),
+        Parameter("tag_penalty_for_runner", 2.0, ge=0, doc="the runner's penalty when tagged"),
+        Parameter("step_cost_for_tagger", 0.01, ge=0, doc="paid by each tagger (earned by the runner) per step"),
+        Parameter("use_full_observation", True, doc="every agent's cell (4N+1 floats) or the nearest target's (6)"),
+        Parameter("random_starts", False, kernel=False, doc="a fresh random start at every reset (reset pools)"),
+        Parameter("seed", None, type=int, kernel=False, doc="accepted for WarpDrive's configs; starts use the "
+                  "wrapper's seed"),
+    )
+
+    def __init__(self, starting_location_x: Any = None, starting_location_y: Any = None, **config: Any):
+        """The parameters (the table above) and optional per-agent start cells ``starting_location_x/y``
+        (length N), replacing the default starts. ``random_starts``: draw a new random start for every agent
+        at every reset (see :meth:`get_reset_pools`)."""
+        super().__init__(**config)
         self.num_agents = self.num_taggers + 1
         self.runner_id = self.num_agents - 1
         # WarpDrive's names: dicts whose keys are the ids (``list(env.taggers)``).
         self.taggers = dict.fromkeys(range(self.num_taggers), True)
         self.runners = {self.runner_id: True}
-        self.wall_hit_penalty = _non_negative(wall_hit_penalty, "wall_hit_penalty")
-        self.tag_reward_for_tagger = _non_negative(tag_reward_for_tagger, "tag_reward_for_tagger")
-        self.tag_penalty_for_runner = _non_negative(tag_penalty_for_runner, "tag_penalty_for_runner")
-        self.step_cost_for_tagger = _non_negative(step_cost_for_tagger, "step_cost_for_tagger")
-        self.use_full_observation = bool(use_full_observation)
-        self.random_starts = bool(random_starts)
-        self.seed = seed
 
         self.agent_types = np.full(self.num_agents, TAGGER, dtype=np.int32)
         self.agent_types[self.runner_id] = RUNNER
@@ -147,12 +132,7 @@ class TagGridWorld(Environment):
         feed.add_data("sampled_actions", np.zeros((num_envs, self.num_agents), dtype=np.int32))
         feed.add_data("rewards", np.zeros((num_envs, self.num_agents), dtype=np.float32))
         feed.add_data("agent_types", self.agent_types.copy())
-        feed.add_data("wall_hit_penalty", float(self.wall_hit_penalty))
-        feed.add_data("tag_reward_for_tagger", float(self.tag_reward_for_tagger))
-        feed.add_data("tag_penalty_for_runner", float(self.tag_penalty_for_runner))
-        feed.add_data("step_cost_for_tagger", float(self.step_cost_for_tagger))
-        feed.add_data("use_full_observation", int(self.use_full_observation))
-        feed.add_data("world_boundary", int(self.grid_length))
+        feed.add_data("world_boundary", int(self.grid_length))  # the rewards and use_full_observation: the table's
         return feed
 
     def get_reset_pools(self, pool_size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -323,13 +303,6 @@ def _int_at_least(value: Any, low: int, what: str) -> int:
     if value < low:
         raise ValueError(f"{what} must be at least {low}, got {value}")
     return int(value)
-
-
-def _non_negative(value: Any, what: str) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number >= 0 (it is a magnitude), got {value}")
-    return value
 
 
 def __getattr__(name: str):

@@ -161,7 +161,7 @@ def test_reference_is_bit_exact_over_the_state_space(name, env_config):
         state.copy_(torch.from_numpy(wide_states(name, num_envs, rng, full=True)[:, None, :]))
         wrapper.actions.copy_(torch.from_numpy(random_actions(env, num_envs, rng, overshoot=1.5)))
         reference = host_arrays(wrapper)
-        env.reference_step(reference)
+        env.run_reference_step(reference)
         wrapper.step_all_envs()
         kernel = host_arrays(wrapper)
         for key in ("state", "observations", "rewards", "_done_", "_timestep_"):
@@ -365,7 +365,7 @@ def test_sampler_drives_box_actions(name):
         assert (actions >= space.low[0]).all() and (actions <= space.high[0]).all()
         assert len(np.unique(actions)) > num_envs // 2
         reference = host_arrays(wrapper)
-        env.reference_step(reference)
+        env.run_reference_step(reference)
         wrapper.step_all_envs()
         kernel = host_arrays(wrapper)
         for key in ("state", "observations", "rewards"):

@@ -60,7 +60,7 @@ def test_a_classic_control_parameter_beyond_float32_is_refused(env_class, name):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"vaccination_rate": 2.0}, "vaccination_rate is a fraction"),
+    ({"vaccination_rate": 2.0}, r"vaccination_rate=2.0: must be <= 1"),
     ({"alpha_range": (0.3, 1.2)}, "alpha_range=.*within \\[0, 1\\]"),
     ({"population_range": (0.0, 5.0)}, "population_range=.*> 0"),
     ({"R0_range": (2.7, 1.3)}, "R0_range=.*low <= high"),

@@ -100,7 +100,7 @@ def run_kernel(config: dict, actions_per_step: list, num_envs: int = 1, backend:
 
 def reference_arrays(env: TagGridWorld, num_envs: int) -> dict:
     """The host arrays ``reference_step`` works on, built from the env's own feed."""
-    feed = env.get_data_dictionary(num_envs)
+    feed = env.data_dictionary(num_envs)
     arrays = {name: (np.array(entry["data"]) if isinstance(entry["data"], np.ndarray) else entry["data"])
               for name, entry in feed.items()}
     arrays.update(_done_=np.zeros(num_envs, np.int32), _timestep_=np.zeros(num_envs, np.int32),
@@ -463,7 +463,7 @@ def test_spaces_groups_and_data_layout():
     assert box.shape == (45,) and box.dtype == np.float32 and box.low.min() == 0 and box.high.max() == 1
     assert TagGridWorld(use_full_observation=False).observation_space(3).shape == (6,)
 
-    feed = env.get_data_dictionary(4)
+    feed = env.data_dictionary(4)
     for name in ("loc_x", "loc_y"):
         assert feed[name]["data"].shape == (4, 11) and feed[name]["data"].dtype == np.int32
         assert feed[name]["attributes"]["save_copy_and_apply_at_reset"]
@@ -481,7 +481,7 @@ def test_spaces_groups_and_data_layout():
         TagGridWorld(num_taggers=1, starting_location_x=[0, 11])
     with pytest.raises(ValueError):
         TagGridWorld(wall_hit_penalty=-0.1)
-    with pytest.raises(ValueError, match="grid_length must be at most 46340"):
+    with pytest.raises(ValueError, match=r"grid_length=46341: must be <= 46340"):
         TagGridWorld(grid_length=46341)
     assert TagGridWorld(grid_length=46340).grid_length == 46340
     # No limit on agents: an env is one block, however many agents it has.

@@ -142,9 +142,21 @@ def framework() -> dict:
             trainer.collect_rollout()
         return 3
 
+    def device_resets():  # an env's own reset kernel, and the forced reset that marks every env for it
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services"))
+        from random_start_env import RandomStart
+        from warp_drive.wrapper import EnvWrapper
+
+        wrapper = EnvWrapper(RandomStart, 3, backend=GpuShapedCpuBackend(), seed=0)
+        for _ in range(6):
+            wrapper.step_all_envs()
+            wrapper.reset_only_done_envs()
+        wrapper.reset_all_envs()
+        return 6
+
     return {"demo": _outcome(lambda: demo.run(num_envs=3, num_agents=5, steps=60, backend=GpuShapedCpuBackend(),
                                               seed=0)["episodes"]),
-            "probes": _outcome(probes), "ddpg_pendulum": _outcome(ddpg)}
+            "probes": _outcome(probes), "ddpg_pendulum": _outcome(ddpg), "device_resets": _outcome(device_resets)}
 
 
 _UNRECORDED_LAUNCH = CpuBackend._launch

@@ -54,6 +54,7 @@ if find_nvcc() is None:
     pytest.skip("nvcc not found: the resource check compiles every shipped kernel with nvcc -Xptxas -v "
                 "(install the CUDA toolkit, or set $NVCC / $CUDA_HOME)", allow_module_level=True)
 
+from warp_drive import env_clock as wd_clock  # noqa: E402
 from warp_drive import log as wd_log  # noqa: E402
 from warp_drive import reset as wd_reset  # noqa: E402
 from warp_drive import sampler as wd_sampler  # noqa: E402
@@ -183,6 +184,9 @@ def core_block_sizes() -> dict[str, int]:
         "wd_sample_ou": wd_sampler.FLAT_BLOCK,
         "wd_reset_arrays": wd_reset.BLOCK,
         "wd_clear_done_flags": wd_reset.BLOCK,
+        "wd_mark_done_flags": wd_reset.BLOCK,
+        "wd_clock_tick": wd_clock.BLOCK,
+        "wd_clock_truncate": wd_clock.BLOCK,
         "wd_log_step": log_block,
         # test probes, launched with launch_flat's default block
         "wd_philox_kat": flat,

@@ -72,7 +72,7 @@ class SmallObservationsEnv(DummyEnv):
 
 
 def test_array_smaller_than_the_declared_space_is_refused_before_any_launch():
-    with pytest.raises(ValueError, match=r"'observations' has shape \(4, 3, 1\).*agent 0's space.*has 2.*Fix"):
+    with pytest.raises(ValueError, match=r"'observations' has shape \(4, 3, 1\).*agent 0 .*space.* of 2: wider than the array.*Fix"):
         EnvWrapper(SmallObservationsEnv(num_agents=3), 4, backend="cpu", seed=0)
 
 

@@ -255,7 +255,7 @@ def test_a_budget_below_a_bare_training_process_is_refused_after_one_probe():
 @pytest.mark.slow
 def test_a_probe_error_that_is_not_about_memory_stops_the_search():
     with pytest.raises(ScaleError, match="(?s)num_envs=32 failed with an error that is not about memory.*"
-                                         "CartPole got unknown parameter"):
+                                         "CartPole: unknown parameter"):
         auto_scale(cartpole("env.config.bogus=1"), "8GiB", probe_seconds=0.3, log=None)
 
 

@@ -65,6 +65,9 @@ class Param:
     ctype: str
     pointer: bool
     dtype: np.dtype | None  # element dtype (pointer) or value dtype (scalar); None: void* / unknown
+    # A pointer to const data (`const float*`, `float const*`; not `float* const`): the kernel does not
+    # write through it. What the wrapper reads to know which arrays an env's reset kernel writes.
+    read_only: bool = False
 
     def describe(self) -> str:
         return f"{self.ctype} {self.name}"
@@ -126,6 +129,8 @@ def _strip_attributes(text: str) -> str:
 
 def parse_param(text: str, kernel: str, index: int) -> Param:
     text = _strip_attributes(text)
+    pointee = text.split("*")[0] if "*" in text else ""  # the qualifiers before the first '*' are the data's
+    read_only = bool(re.search(r"\bconst\b", pointee))
     text = _QUALIFIERS.sub(" ", text)
     text = re.sub(r"\[\s*\]", "*", text)  # `float a[]` is a pointer parameter
     match = re.match(r"^(.*?)([A-Za-z_]\w*)\s*$", text.strip(), re.S)
@@ -146,6 +151,7 @@ def parse_param(text: str, kernel: str, index: int) -> Param:
         ctype=ctype,
         pointer=bool(pointer),
         dtype=None if dtype in (None, "unknown") else np.dtype(dtype),
+        read_only=bool(pointer) and read_only,
     )
 
 

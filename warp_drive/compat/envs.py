@@ -155,7 +155,9 @@ class WarpDriveEnv(Environment):
         self.num_agents = int(env.num_agents)
         self.episode_length = int(env.episode_length)
         self.step_kernel = f"Cuda{self.name}Step"
-        self.reset_kernel = f"Cuda{self.name}Reset"
+        # WarpDrive's own reset kernel, launched by hand (EnvWrapper.custom_reset_all_envs), never by the
+        # framework's resets: not Environment.reset_kernel, which the framework launches at every reset.
+        self.custom_reset_kernel = f"Cuda{self.name}Reset"
         self.env_registrar = env_registrar
         self._actions = self._action_spaces(env.action_space)
         # One reset; the state arrays are read after it (get_data_dictionary), so

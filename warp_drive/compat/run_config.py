@@ -99,8 +99,8 @@ SHIPPED_FOR_WARPDRIVE_ENV: dict[str, tuple[str, list[str]]] = {
 # Env constructor keys of WarpDrive's envs that ours do not take, and why dropping them is safe.
 DROPPED_ENV_KEYS = {
     "reset_pool_size": "WarpDrive's classic-control envs drew resets from a pool of this size; here every reset "
-                       "draws from EnvWrapper's reset pool (reset_pool_size=1000, not a run-config key), fresh "
-                       "start states from the same distribution",
+                       "draws from EnvWrapper's reset pool (the run config's env.reset_pool_size, default 1000, "
+                       "not an env constructor argument), fresh start states from the same distribution",
 }
 
 # What each WarpDrive key is called here: the hints of config.py's unknown-key messages use this.

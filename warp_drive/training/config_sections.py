@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from warp_drive.backend_names import BACKEND_NAMES
+from warp_drive.data_values import DEFAULT_RESET_POOL_SIZE
 from warp_drive.training.config_values import (
     ConfigError,
     _any_str,
@@ -272,15 +273,19 @@ class TrainerConfig:
 
 @dataclass
 class EnvConfig:
-    """A registered env name and its constructor keyword arguments (checked by the env itself)."""
+    """A registered env name, its constructor keyword arguments (checked by the env itself) and how many
+    host-drawn start states each of its reset pools holds (``reset_pool_size``, for envs with
+    ``get_reset_pools``; 0: no pools, envs that honour it start from their twins; envs with a reset kernel
+    draw every start on the device and need none)."""
 
     name: str = _f("", _str())
     config: dict = _f({}, _mapping)
+    reset_pool_size: int = _f(DEFAULT_RESET_POOL_SIZE, _int(minimum=0))
 
     @staticmethod
     def _check(built: dict, raw: Mapping, path: str, errors: list[str]) -> None:
         if "name" not in raw:
-            errors.append(f"{path}.name: required (a registered environment, see `warp-drive envs`)")
+            errors.append(f"{path}.name: required (a registered environment, see `warp-drive envs`, or your own as package.module:Class)")
 
 
 @dataclass

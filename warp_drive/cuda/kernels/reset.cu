@@ -7,7 +7,11 @@
 // stride over the words of each env's slice.
 //
 // Launch order on one stream: wd_reset_arrays first (it reads the done flags),
-// then wd_clear_done_flags (it clears them).
+// then the env's own reset kernel if it has one (Environment.reset_kernel: it
+// reads the done flags too, and writes the starts it draws over the twins' and
+// pools'), then wd_clear_done_flags (it clears them). On a forced reset of an
+// env with a reset kernel, wd_mark_done_flags runs first, so that the reset
+// kernel's one test, done[env] != 0, holds for exactly the envs being reset.
 #include <warp_drive/core.h>
 
 // Philox domain of the pool-row draw ("pool" in ASCII): keeps it independent
@@ -69,4 +73,11 @@ extern "C" __global__ void wd_clear_done_flags(int* __restrict__ done, int* __re
     done[env] = 0;
     timestep[env] = 0;
   }
+}
+
+// One thread per env (flat 1-D launch): mark every env as being reset (a forced
+// reset), keeping a flag already set (1 terminated, 2 truncated) as it is.
+extern "C" __global__ void wd_mark_done_flags(int* __restrict__ done, int n_envs) {
+  long long env = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (env < n_envs && !done[env]) done[env] = 1;
 }

@@ -15,6 +15,8 @@
 #ifndef WARP_DRIVE_PHILOX_H
 #define WARP_DRIVE_PHILOX_H
 
+#include <assert.h>
+
 #include <warp_drive/portable_math.h>
 
 #ifndef WD_HOST_DEVICE
@@ -90,6 +92,43 @@ __host__ __device__ inline float2 wd_random_normal2(unsigned long long seed, uns
                                                     unsigned int stream, unsigned int domain) {
   uint4 bits = wd_random_bits(seed, counter, stream, domain);
   return wd_box_muller(bits.x, bits.y);
+}
+
+// Draws of an env's reset kernel (Environment.reset_kernel): draw k of the start of env `env` at the reset
+// call `reset_count` under `reset_seed` -- the kernel's reserved parameters of those names. A pure function
+// of (reset_seed, reset_count, env, k): every thread of an env may recompute a draw it shares with the others
+// (no barrier, no state), a (reset_count, env) pair names one start (each env is reset at most once per call),
+// so starts never repeat by construction, and both executors and the NumPy twin (warp_drive/philox.py) give
+// the same bits. The domain's top byte 'R' keeps them apart from the sampler's domains (small integers) and
+// the pool row's ("pool"); its low 24 bits count blocks of four draws, so k < 2^26 per env and call.
+#define WD_RESET_KERNEL_DOMAIN 0x52000000u
+
+WD_HOST_DEVICE unsigned int wd_reset_bits(unsigned long long reset_seed, unsigned long long reset_count, int env,
+                                          unsigned int k) {
+  assert(k < (1u << 26) && "wd_reset_bits: at most 2^26 draws per env and reset");
+  uint4 bits = wd_random_bits(reset_seed, reset_count, (unsigned int)env, WD_RESET_KERNEL_DOMAIN | (k >> 2));
+  const unsigned int lane = k & 3u;
+  return lane == 0 ? bits.x : lane == 1 ? bits.y : lane == 2 ? bits.z : bits.w;
+}
+
+// Uniform in (0, 1] (wd_uint_to_uniform of draw k).
+WD_HOST_DEVICE float wd_reset_uniform(unsigned long long reset_seed, unsigned long long reset_count, int env,
+                                      unsigned int k) {
+  return wd_uint_to_uniform(wd_reset_bits(reset_seed, reset_count, env, k));
+}
+
+// low + (high - low) * u, each operation rounded to nearest (no contraction into an FMA), so the GPU, the cpu
+// executor and float32 NumPy agree bit for bit. In [low, high] (u is in (0, 1]).
+WD_HOST_DEVICE float wd_reset_uniform_in(unsigned long long reset_seed, unsigned long long reset_count, int env,
+                                         unsigned int k, float low, float high) {
+  const float u = wd_reset_uniform(reset_seed, reset_count, env, k);
+  return wd_fadd_rn(low, wd_fmul_rn(wd_fsub_rn(high, low), u));
+}
+
+// An integer in [0, n) for n >= 1: floor(bits * n / 2^32), exact in 64-bit integers (bias below n / 2^32).
+WD_HOST_DEVICE int wd_reset_int(unsigned long long reset_seed, unsigned long long reset_count, int env,
+                                unsigned int k, int n) {
+  return (int)(((unsigned long long)wd_reset_bits(reset_seed, reset_count, env, k) * (unsigned int)n) >> 32);
 }
 
 #endif  // WARP_DRIVE_PHILOX_H
