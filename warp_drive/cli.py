@@ -7,10 +7,15 @@
     warp-drive evaluate runs/cartpole/experiment/20250101-120000 --episodes 20
     warp-drive configs
     warp-drive envs
+    warp-drive check DummyEnv
 
 Configuration mistakes (unknown keys, wrong types, a misspelt env name, env
 constructor arguments the env rejects) end with a message and exit status 2,
-before anything is compiled; a traceback means a bug, not a typo. Run directory
+before anything is compiled; so do the env's own mistakes found while it is
+built (a kernel that does not compile, with the compiler's file:line of the
+.cu; an argument that does not bind; a space that disagrees with its array;
+policies that do not fit the env): one line each, ``--debug`` for the
+traceback. A traceback means a bug, not a typo. Run directory
 problems (a run another process holds, an unsafe or unreadable checkpoint, a
 full disk) end with a message and exit status 1. The training
 modules (torch and the executors) are imported only by the commands that need
@@ -28,7 +33,8 @@ from typing import Sequence
 
 from warp_drive import __version__, env_vars
 from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV, scaled_overrides
-from warp_drive.registry import registered_envs
+from warp_drive.registry import EnvLookupError, get_env_class, registered_envs
+from warp_drive.scaffold import ScaffoldError, names_for, scaffold
 from warp_drive.training import evaluation
 from warp_drive.training.autoscale import ScaleError, auto_scale
 from warp_drive.training.run_dirs import resolve_run_dir
@@ -46,6 +52,7 @@ from warp_drive.training.config import (
     load_config,
     parse_yaml,
     read_yaml_file,
+    refused_setup,
 )
 
 EXIT_USAGE = 2  # argparse's status for a bad command line; used for bad configs too
@@ -122,7 +129,11 @@ examples:
 
 Actions are the policy's most likely ones unless --sample is given.
 Prints per policy the mean ± std, min and max of the episodes' returns (each
-the mean over the policy's agents) and the mean episode length.
+the mean over the policy's agents), the team return (the policy's agents'
+returns summed, mean ± std over the episodes) and the mean episode length.
+--random CONFIG prints the same table for uniformly random legal actions in
+that config's env (no run needed): the baseline to compare a trained run with.
+  warp-drive evaluate --random cartpole --episodes 50
 --render writes a GIF of one episode (environments that draw themselves:
 Tag, the classic-control envs).
 """
@@ -133,10 +144,37 @@ Train one by name (warp-drive train --config NAME), or copy it, edit it and
 pass its path.
 """
 
+CHECK_EPILOG = """\
+examples:
+  warp-drive check DummyEnv
+  warp-drive check my_env.my_env:MyEnv --set env.config.num_agents=8
+  warp-drive check --config my_run.yaml --steps 200
+  warp-drive check TagContinuous --skip gpu-build --num-envs 2
+
+Checks: construction (EnvWrapper on the cpu executor), gpu-build (nvcc for
+sm_75, sm_80, sm_90, sm_120 and -G: build errors, spills, block limits), asan
+and race (a random rollout under AddressSanitizer, and under ThreadSanitizer
+with shuffled threads; each in a child process started with its runtime
+preloaded), host-api (one episode of env.reset/env.step), consistency (the
+kernel against reference_step on cpu and cpu-gpu), rollout (random legal
+actions with resets: NaN/inf, int state outside array_ranges(), masks with no
+legal action). A check that this machine cannot run says SKIP and why.
+"""
+
 ENVS_EPILOG = """\
 Built-in environments, those registered with warp_drive.register_env in this
 process, and those installed through the 'warp_drive.envs' entry-point group.
-Use a name as env.name in a config.
+Use a name as env.name in a config. --describe NAME prints the env's parameter
+table (name, type, default, bounds, whether the kernel gets it, doc): the keys
+env.config takes; for an env without a table, its constructor's signature.
+An env of your own needs no registering: name it as package.module:Class
+(env.name, --describe, check), imported from the current directory first,
+then sys.path: run the command in the folder that holds your package.
+A packaged env registers through its pyproject.toml:
+  [project.entry-points."warp_drive.envs"]
+  MyEnv = "my_pkg.my_env:MyEnv"
+  [tool.setuptools.package-data]
+  my_pkg = ["*.cu"]
 """
 
 
@@ -215,9 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EVALUATE_EPILOG,
         description="Load a run's latest checkpoint, play episodes, and print the mean episodic return per policy.",
     )
-    evaluate.add_argument("run_dir", metavar="RUN_DIR", nargs="+",
+    evaluate.add_argument("run_dir", metavar="RUN_DIR", nargs="*",
                           help="a run directory, or 'latest'; several (one per training seed): the team return's "
                                "IQM over them with a 95%% bootstrap confidence interval")
+    evaluate.add_argument("--random", metavar="CONFIG", default=None,
+                          help="instead of a run: the baseline of a run config (a shipped config's name or a YAML "
+                               "file, as train --config takes) where every agent takes a uniformly random legal "
+                               "action (the action mask respected; Box actions uniform within their bounds)")
     evaluate.add_argument("--json", metavar="OUT.json", default=None,
                           help="write the episodes' team returns per run in marl-eval's JSON format")
     evaluate.add_argument("--episodes", "-n", type=_positive_int, default=10, help="episodes to play (default 10)")
@@ -234,7 +276,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     envs = commands.add_parser("envs", help="list the registered environments", formatter_class=formatter,
                                epilog=ENVS_EPILOG, description="List the registered environment names.")
+    envs.add_argument("--describe", metavar="NAME", default=None,
+                      help="an env's parameters (its env.config keys): a registered name or package.module:Class")
     envs.set_defaults(handler=cmd_envs)
+
+    check = commands.add_parser(
+        "check", help="run every check this machine can do on an env", formatter_class=formatter,
+        epilog=CHECK_EPILOG, description="Check an environment: construction, GPU-shaped builds, the host API, "
+        "the consistency checker, race mode, ASan and a NaN/range scan; one table per env, exit 1 on a failure.")
+    check.add_argument("envs", nargs="*", metavar="ENV", help="a registered name or package.module:Class")
+    check.add_argument("--config", "-c", metavar="NAME_OR_PATH", help="a run config: check its env.name "
+                       "with its env.config")
+    check.add_argument("--set", dest="overrides", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                       help="override env.config values, e.g. env.config.num_agents=8")
+    check.add_argument("--num-envs", type=_positive_int, default=3, help="env replicas per run (default 3)")
+    check.add_argument("--steps", type=_positive_int, default=None, help="steps of each rollout (default 100)")
+    check.add_argument("--only", action="extend", nargs="+", default=[], metavar="CHECK",
+                       help="run only these checks")
+    check.add_argument("--skip", action="extend", nargs="+", default=[], metavar="CHECK", help="leave these out")
+    check.add_argument("--timeout", type=float, default=600.0, help="seconds per sanitizer child (default 600)")
+    check.set_defaults(handler=cmd_check)
+
+    new = commands.add_parser(
+        "new", help="scaffold a new environment in a folder you own", formatter_class=formatter,
+        description="Write NAME's folder: the env class and its kernel (a small task that trains, to replace "
+        "with yours), a run config naming it package.module:Class, a pyproject.toml with the entry point and the "
+        ".cu as package data, a test that runs check, and a README. Then: warp-drive check; warp-drive train.")
+    new.add_argument("name", metavar="NAME", help="the env's name, e.g. Foraging or level_based_foraging")
+    new.add_argument("--dir", dest="parent", default=".", help="where to create the folder (default: here)")
+    new.set_defaults(handler=cmd_new)
     return parser
 
 
@@ -483,28 +553,51 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     if args.backend is not None:
         check_backend(args.backend)
+    if args.random is not None:
+        if args.run_dir or args.json or args.sample:
+            raise ConfigError("--random CONFIG evaluates uniformly random actions in that config's env: give no "
+                              "RUN_DIR, --json or --sample with it")
+        config = load_config(args.random)
+        check_env(config)  # a misspelt env name or constructor argument: one line, before any compile
+        result = run.evaluate_random(config, args.episodes, args.render, backend=args.backend)
+        print_evaluation(result, args.episodes, "uniformly random legal actions")
+        return 0
+    if not args.run_dir:
+        raise ConfigError("give a RUN_DIR (or 'latest'), or --random CONFIG for the random baseline")
     if len(args.run_dir) > 1 or args.json:
         if args.render:
             raise ConfigError("--render draws one run's episode: give one RUN_DIR")
         return evaluate_runs(args, [run.evaluate(d, args.episodes, None, greedy=not args.sample,
                                                  backend=args.backend) for d in args.run_dir])
     result = run.evaluate(args.run_dir[0], args.episodes, args.render, greedy=not args.sample, backend=args.backend)
-    mode = "sampled" if args.sample else "greedy"
+    print_evaluation(result, args.episodes, "sampled actions" if args.sample else "greedy actions")
+    return 0
+
+
+def print_evaluation(result: dict, episodes: int, mode: str) -> None:
+    """The single-run table of ``evaluate`` (and of ``evaluate --random``): per policy the episodes' return per
+    agent (mean ± std, min, max) and beside it the team return (the policy's agents summed, mean ± std)."""
     length = result.get("mean_length")
-    print(f"{result.get('episodes', args.episodes)} episodes ({mode} actions)"
+    print(f"{result.get('episodes', episodes)} episodes ({mode})"
           + (f", mean episode length {length:.1f} steps" if length is not None else ""))
     stats = result.get("returns") or {tag: {"mean": value} for tag, value in result.get("mean_return", {}).items()}
-    if stats:
-        width = max(len("policy"), *(len(tag) for tag in stats))
-        print(f"{'policy':<{width}}  episode return")
-        for tag, s in stats.items():
-            if "std" in s:
-                print(f"{tag:<{width}}  {s['mean']:.3f} ± {s['std']:.3f}  (min {s['min']:.3f}, max {s['max']:.3f})")
-            else:
-                print(f"{tag:<{width}}  {s['mean']:.3f}")
+    if not stats:
+        return
+    team = result.get("team") or {}
+    cells = {}
+    for tag, s in stats.items():
+        cells[tag] = f"{s['mean']:.3f} ± {s['std']:.3f}  (min {s['min']:.3f}, max {s['max']:.3f})" \
+            if "std" in s else f"{s['mean']:.3f}"
+    width = max(len("policy"), *(len(tag) for tag in stats))
+    column = max(len("return per agent"), *(len(c) for c in cells.values()))
+    print(f"{'policy':<{width}}  {'return per agent':<{column}}" + ("  team return (agents summed)" if team else ""))
+    for tag, cell in cells.items():
+        t = team.get(tag)
+        extra = f"  {t['mean']:.3f} ± {t['std']:.3f}  ({t['agents']} agent{'s' if t['agents'] != 1 else ''})" \
+            if t else ""
+        print(f"{tag:<{width}}  {cell:<{column}}{extra}".rstrip())
     if result.get("gif"):
         print(f"episode GIF: {result['gif']}")
-    return 0
 
 
 def evaluate_runs(args: argparse.Namespace, results: list[dict]) -> int:
@@ -557,10 +650,62 @@ def cmd_configs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from warp_drive import env_check  # deferred: the executors bring torch; only check needs them
+
+    env_vars.check_all()
+    names, config = list(args.envs), {}
+    if args.config:
+        loaded = load_config(args.config, args.overrides)
+        if names and names != [loaded.env.name]:
+            raise ConfigError(f"check {' '.join(names)} --config {args.config}: the config's env is "
+                              f"{loaded.env.name!r}; give the config or the env names, not both")
+        names, config = [loaded.env.name], dict(loaded.env.config)
+    elif args.overrides:
+        outside = [item for item in args.overrides if not item.startswith("env.config.")]
+        if outside:
+            raise ConfigError(f"--set {outside[0]}: without --config, check takes env.config.KEY=VALUE only")
+        config = apply_overrides({"env": {"config": {}}}, args.overrides)["env"]["config"]
+    if not names:
+        raise ConfigError("check: give an ENV (a registered name or package.module:Class) or --config")
+    unknown = sorted(set(args.only + args.skip) - set(env_check.CHECKS))
+    if unknown:
+        raise ConfigError(f"check: no check named {', '.join(unknown)} (checks: {', '.join(env_check.CHECKS)})")
+    checks = [c for c in env_check.CHECKS if (not args.only or c in args.only) and c not in args.skip]
+    return env_check.main(names, config, args.num_envs, args.steps, checks, timeout=args.timeout)
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    try:
+        root = scaffold(args.name, args.parent)
+    except ScaffoldError as exc:
+        raise ConfigError(str(exc)) from None
+    names = names_for(args.name)
+    spec = f"{names['package']}.{names['package']}:{names['class_name']}"
+    print(f"wrote {root}/ ({', '.join(sorted(str(p.relative_to(root)) for p in root.rglob('*') if p.is_file()))})")
+    print(f"next, in {root}:\n  warp-drive check {spec}\n  warp-drive train --config {names['package']}.yaml")
+    return 0
+
+
 def cmd_envs(args: argparse.Namespace) -> int:
+    if args.describe is not None:
+        print(describe_env(args.describe))
+        return 0
     for name in registered_envs():
         print(name)
     return 0
+
+
+def describe_env(name: str) -> str:
+    """``warp-drive envs --describe``: the env's parameter table and any constructor keywords beside it."""
+    env_class = get_env_class(name)
+    lines = [f"{env_class.__name__} ({env_class.__module__}): the keys of env.config"]
+    lines.append(env_class.describe())
+    table = {p.name for p in env_class.parameters}
+    others = [key for key in env_class.config_keys() if key not in table]
+    if env_class.parameters and others:
+        lines.append(f"constructor keywords beside the table: {', '.join(others)}")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- entry point
@@ -620,6 +765,16 @@ def report_failure(command: str, exc: Exception) -> int:
     if isinstance(exc, RunError):  # a run directory in use, an unsafe or unreadable checkpoint, a full disk
         print(f"warp-drive {command}: error: {exc}", file=sys.stderr)
         return EXIT_RUN_ERROR
+    kernels = sys.modules.get("warp_drive.backends.errors")  # loaded by whatever raised one of its errors
+    if refused_setup(exc) or isinstance(exc, EnvLookupError) or (
+            kernels is not None and isinstance(exc, kernels.KernelBuildError)):
+        # The user's env, kernel or policies refused at construction (run.build marks those), an env name that
+        # leads nowhere, a kernel that does not build: the user's input is wrong, and its message says how.
+        print(f"warp-drive {command}: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    if kernels is not None and isinstance(exc, kernels.KernelLaunchError):  # a kernel that failed mid-run
+        print(f"warp-drive {command}: error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_RUN_ERROR
     if isinstance(exc, ScaleError):  # --auto-scale found nothing that fits, or a probe hit a bug
         print(f"warp-drive {command}: auto-scale: {exc}", file=sys.stderr)
         return 1
@@ -636,6 +791,15 @@ def report_failure(command: str, exc: Exception) -> int:
               f"env.config.episode_length", file=sys.stderr)
         return EXIT_RUN_ERROR
     raise exc
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line: a build error's first line and the compiler's first error
+    (``KernelBuildError.one_line``), anything else with its line breaks squashed (a KeyError's unquoted)."""
+    if callable(getattr(exc, "one_line", None)):
+        return exc.one_line()
+    text = exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else exc
+    return " ".join(str(text).split())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,14 +1,27 @@
 """Environment registry: names to environment classes.
 
-Built-in example environments are imported lazily by name. Users register
-their own class — its ``.cu`` file lives next to it, outside the package —
-with :func:`register_env`, or from an installed package through the entry-point
-group ``warp_drive.envs``. Nothing in the installed package is written.
+Built-in example environments are imported lazily by name. A user's own class
+(its ``.cu`` file lives next to it, outside the package) is reached in one of
+three ways, none of which edits a package file:
+
+* ``package.module:Class`` as the name (``env.name`` of a run config): imported
+  from the current directory first, then ``sys.path``, as ``python -m`` would,
+  so ``warp-drive train --config my.yaml`` run in the folder holding ``my_env/``
+  finds ``my_env.my_env:MyEnv`` with no packaging;
+* :func:`register_env` in the process;
+* the entry-point group ``warp_drive.envs`` of an installed package (see
+  :data:`HOW_TO_REGISTER` for the ``pyproject.toml`` stanza).
+
+Nothing in the installed package is written.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import os
+import reprlib
+import sys
 from importlib.metadata import entry_points
 
 from warp_drive.environment import Environment
@@ -27,7 +40,23 @@ BUILTIN_ENVS = {
 }
 ENTRY_POINT_GROUP = "warp_drive.envs"
 
+HOW_TO_REGISTER = (
+    "name your class as package.module:Class in env.name (imported from the current directory or sys.path), "
+    "call warp_drive.register_env(name, cls), or install it with an entry point: in pyproject.toml "
+    '[project.entry-points."warp_drive.envs"] MyEnv = "my_pkg.my_env:MyEnv", with the .cu shipped as package '
+    'data: [tool.setuptools.package-data] my_pkg = ["*.cu"]'
+)
+
 _registered: dict[str, type[Environment]] = {}
+
+
+class EnvLookupError(KeyError):
+    """A name that leads to no environment class: unknown, a module that does not import, a missing attribute,
+    or something that is not an :class:`Environment`. A ``KeyError`` (what an unknown name always raised);
+    ``str()`` is the message itself, one line naming the fix, not KeyError's quoted repr."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def _load(target: str) -> type:
@@ -52,6 +81,8 @@ def registered_envs() -> list[str]:
 
 
 def get_env_class(name: str) -> type[Environment]:
+    """The class of a registered name (built in, :func:`register_env`, an entry point) or of
+    ``package.module:Class``; :class:`EnvLookupError` otherwise, saying how to register one."""
     if name in _registered:
         return _registered[name]
     if name in BUILTIN_ENVS:
@@ -59,4 +90,55 @@ def get_env_class(name: str) -> type[Environment]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == name:
             return ep.load()
-    raise KeyError(f"no environment named {name!r}; registered: {', '.join(registered_envs())}")
+    if ":" in name:
+        return import_env_class(name)
+    names = registered_envs()
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise EnvLookupError(f"no environment named {name!r}; {hint}registered: {', '.join(names)}; to use your own, "
+                         f"{HOW_TO_REGISTER}")
+
+
+def import_env_class(spec: str) -> type[Environment]:
+    """``package.module:Class`` imported as ``python -m`` would find it: the current directory comes first on
+    ``sys.path`` (it is put there, once, when absent: the ``warp-drive`` script's own ``sys.path[0]`` is its
+    bin folder, so a user's ``my_env/`` beside the run config would not import otherwise)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute or ":" in attribute:
+        raise EnvLookupError(f"env {spec!r}: expected package.module:Class, e.g. my_env.my_env:MyEnv")
+    cwd = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == cwd for entry in sys.path):
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        if module_name == missing or module_name.startswith(missing + "."):  # the module itself is not there
+            parent, _, leaf = missing.rpartition(".")
+            package = sys.modules.get(parent) if parent else None
+            if package is not None:  # the package imports, the module inside it does not exist
+                where = ", ".join(getattr(package, "__path__", [])) or parent
+                raise EnvLookupError(f"env {spec!r}: cannot import module {module_name!r}: package {parent} "
+                                     f"({where}) has no module {leaf!r}") from None
+            raise EnvLookupError(
+                f"env {spec!r}: cannot import module {module_name!r} (no module named {missing!r} in the current "
+                f"directory {cwd} or on sys.path): run from the folder that holds {missing.split('.')[0]}/, or add "
+                f"that folder to PYTHONPATH") from None
+        raise EnvLookupError(f"env {spec!r}: importing {module_name} failed: {exc} (a module it imports; install "
+                             f"it or add it to PYTHONPATH)") from None
+    except ImportError as exc:
+        raise EnvLookupError(f"env {spec!r}: importing {module_name} failed: {exc}") from None
+    target: object = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            found = sorted(n for n, v in vars(module).items()
+                           if isinstance(v, type) and issubclass(v, Environment) and v is not Environment)
+            where = getattr(module, "__file__", None) or module_name
+            raise EnvLookupError(f"env {spec!r}: module {module_name} ({where}) has no attribute {attribute!r}"
+                                 + (f"; its Environment classes: {', '.join(found)}" if found else
+                                    "; it defines no Environment subclass"))
+        target = getattr(target, part)
+    if not (isinstance(target, type) and issubclass(target, Environment)):
+        raise EnvLookupError(f"env {spec!r}: {attribute} is {reprlib.repr(target)}, not a subclass of "
+                             f"warp_drive.Environment")
+    return target

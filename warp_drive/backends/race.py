@@ -227,5 +227,5 @@ def _describe(report: str, arrays: dict[str, tuple[int, int, int]]) -> str:
         return f"{kind} (ThreadSanitizer){on}: {access}"
     before = accesses[1]
     return (f"data race (ThreadSanitizer){on}: {access}, and an unordered {before.kind.lower()} at "
-            f"{before.location} by {before.thread} -- put a __syncthreads() between them if they are threads of "
-            "one block, or make the update an atomic")
+            f"{before.location} by {before.thread} -- put a barrier (wd_sync_env() in an env kernel, "
+            "__syncthreads() in a block) between them, or make the update an atomic")

@@ -210,21 +210,34 @@ class EvaluationSummary(Callback):
 
     def __init__(self) -> None:
         self.before: dict[str, float] | None = None
+        self.team_before: dict[str, float] | None = None
 
     def on_train_start(self, loop: TrainingLoop) -> None:
         if not loop.resumed:
-            self.before = self._mean_returns(loop)
+            self.before, self.team_before = self._mean_returns(loop)
 
     def on_train_end(self, loop: TrainingLoop) -> None:
-        after = self._mean_returns(loop, loop.final_episodes)
+        after, team_after = self._mean_returns(loop, loop.final_episodes)
         if loop.is_main:
             print(summary(loop.config, loop.trainer, loop.elapsed, self.before, after, loop.artifacts.get("gif"),
-                          loop.world_size, start_steps=loop.start_steps, startup=loop.first_iteration_after))
+                          loop.world_size, start_steps=loop.start_steps, startup=loop.first_iteration_after,
+                          team_before=self.team_before, team_after=team_after))
 
     @staticmethod
-    def _mean_returns(loop: TrainingLoop, played: dict[str, Any] | None = None) -> dict[str, float]:
-        returns = (played or loop.trainer.run_episodes(greedy=False))["mean_return"]
-        return returns if loop.dist is None else loop.dist.mean_dict(returns)
+    def _mean_returns(loop: TrainingLoop, played: dict[str, Any] | None = None
+                      ) -> tuple[dict[str, float], dict[str, float]]:
+        """(per agent, team) mean returns per policy of one episode in every env: the mean over the policy's
+        agents, and their sum (``team_returns``), each averaged over the episodes (and over ranks)."""
+        played = played or loop.trainer.run_episodes(greedy=False)
+        returns, team = played["mean_return"], team_returns(played)
+        return (returns, team) if loop.dist is None else (loop.dist.mean_dict(returns), loop.dist.mean_dict(team))
+
+
+def team_returns(played: dict[str, Any]) -> dict[str, float]:
+    """Per policy, the team return of ``Trainer.run_episodes``' episodes: the sum over the policy's agents of
+    their episode returns, averaged over the episodes (what a cooperative env's user compares; the per-agent
+    mean hides how many agents there are)."""
+    return {tag: float(r.sum(axis=1).mean()) for tag, r in played["returns"].items()}
 
 
 class EpisodeRenderer(Callback):
@@ -243,14 +256,17 @@ class EpisodeRenderer(Callback):
 
 # ---------------------------------------------------------------- what the callbacks above print and draw
 def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, start_steps: int = 0,
-            startup: float | None = None) -> str:
+            startup: float | None = None, team_before: dict | None = None, team_after: dict | None = None) -> str:
     """The end-of-run table. Speed counts only this session's env steps (``start_steps`` is where a resume began):
     all of a resumed run's steps over this session's seconds reported a meaningless rate. ``startup``: seconds
-    from the launch of the process to its first iteration (imports, build, the evaluation before training)."""
+    from the launch of the process to its first iteration (imports, build, the evaluation before training).
+    ``team_before``/``team_after``: the team returns (:func:`team_returns`), printed beside the per-agent means."""
     rows = [{"policy": tag,
              "trained": "yes" if config.policy[tag].to_train else "no",
              "episode return before training": (before or {}).get(tag, float("nan")),
-             "after training": after[tag]}
+             "after training": after[tag],
+             **({"team return before": (team_before or {}).get(tag, float("nan")),
+                 "team return after": team_after[tag]} if team_after is not None else {})}
             for tag in trainer.policies]
     steps = trainer.env_steps * world_size
     session = (trainer.env_steps - start_steps) * world_size
@@ -268,7 +284,9 @@ def summary(config, trainer, elapsed, before, after, gif, world_size: int = 1, s
         + speed,
         *([f"first iteration {startup:.1f} s after launch (imports, kernel build or cache, the evaluation before "
            f"training)"] if startup is not None else []),
-        "Mean return per agent over one full episode in every env, actions sampled from the policy:",
+        "Mean return per agent over one full episode in every env, actions sampled from the policy"
+        + ("; team return: the policy's agents' returns summed, averaged over the episodes:" if team_after is not None
+           else ":"),
         format_summary(rows),
     ]
     if gif is not None:
@@ -281,10 +299,11 @@ def can_render(trainer: "Trainer") -> bool:
     return bool(trainer.env.env.render_arrays)
 
 
-def render_episode(trainer: "Trainer", out: Path, greedy: bool = False) -> Path:
-    """A GIF of one episode of env 0 with the current policies, drawn by the env's own ``render``."""
+def render_episode(trainer: "Trainer", out: Path, greedy: bool = False, uniform: bool = False) -> Path:
+    """A GIF of one episode of env 0 with the current policies (``uniform``: uniformly random legal actions),
+    drawn by the env's own ``render``."""
     env = trainer.env.env
-    episode = trainer.run_episodes(greedy=greedy, record=tuple(env.render_arrays))
+    episode = trainer.run_episodes(greedy=greedy, record=tuple(env.render_arrays), uniform=uniform)
     return Path(env.render(episode["frames"], out))
 
 

@@ -12,7 +12,8 @@ ignored).
 Rules kept deliberately strict, because each one hides a real mistake:
 
 * unknown keys are errors (with a "did you mean" suggestion), except inside the
-  free-form ``env.config`` (the env constructor checks those) and
+  free-form ``env.config`` (the env constructor checks those: an env with a
+  parameter table refuses an unknown key or a bad value in one line) and
   ``model.extra`` (keys for user-registered models);
 * ``true`` is not an int and ``1`` is not a bool; ints are fine where a float
   is expected, and an integral float (``1e6``) is fine where an int is;
@@ -56,7 +57,8 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from warp_drive.registry import get_env_class, registered_envs
+from warp_drive.env_parameters import ParameterError
+from warp_drive.registry import get_env_class
 from warp_drive.training.config_models import (  # noqa: F401  (the model sections: re-exported)
     ACTIVATIONS,
     DDPGModelConfig,
@@ -109,13 +111,25 @@ class RunError(RuntimeError):
     """
 
 
+# An exception that building a run's env and trainer raised because of the user's input (a bad env parameter,
+# a space that disagrees with its array, a kernel that does not build or bind, a policy that does not fit the
+# env) carries this attribute, set by ``run.build``: its type stays what it was (callers catch ValueError,
+# KernelBuildError, ...), and the CLI prints it as one line instead of a traceback. Here, torch-free, like RunError.
+SETUP_REFUSAL = "warp_drive_setup_refusal"
+
+
+def refused_setup(exc: BaseException) -> bool:
+    """Whether ``exc`` is a refusal of the user's env, kernel or policies at construction (``SETUP_REFUSAL``)."""
+    return bool(getattr(exc, SETUP_REFUSAL, False))
+
+
 # Keys ``--set`` may change when resuming a run (``train --resume``): how long it runs, how often it logs and
 # saves, how many checkpoints it keeps, the bound on its weights, and where to look for it. Everything else is
 # the run's own (its config.yaml): changing it mid-run would train something other than either config describes.
 # Keys whose default (None) turns a feature off: left out of to_dict() while unset.
 OPT_IN_KEYS = ("trainer.stop_at_return", "trainer.stop_eval_episodes")
 # Keys added after runs were saved without them: left out of to_dict() while at their default (null is written).
-DEFAULT_OMITTED_KEYS = ("trainer.max_weight_magnitude",)
+DEFAULT_OMITTED_KEYS = ("trainer.max_weight_magnitude", "env.reset_pool_size")
 
 RESUMABLE_KEYS = (
     "trainer.total_steps",
@@ -368,14 +382,12 @@ def check_env(config: RunConfig) -> dict[str, list[int]]:
     """
     try:
         env_class = get_env_class(config.env.name)
-    except KeyError:
-        names = registered_envs()
-        close = difflib.get_close_matches(config.env.name, names, n=3)
-        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-        raise ConfigError(f"env.name: no environment named {config.env.name!r}; {hint}registered: "
-                          f"{', '.join(names)}") from None
+    except KeyError as exc:  # registry.EnvLookupError: unknown, or a package.module:Class that does not import
+        raise ConfigError(f"env.name: {exc}") from None
     try:
         env = env_class(**config.env.config)
+    except ParameterError as exc:  # the env's parameter table: already one line naming the key, value and fix
+        raise ConfigError(f"env.config: {exc}") from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"env.config: {env_class.__name__}({', '.join(config.env.config)}) failed: {exc}") from None
     return policy_agents(config.policy, env.agent_groups())

@@ -186,18 +186,6 @@ class PPOTrainer(OnDeviceTrainer):
                 if p.config.critic_input == "local":
                     p.buffers["final_values"] = torch.zeros((T, B), device=self.device)
 
-    def _policy_mask(self, p: Policy) -> torch.Tensor | None:
-        """The env's ``action_mask`` rows of this policy's agents ``(E * n, A)`` (or its group's own mask), or
-        None (no mask)."""
-        if "action_mask" in p.owned:
-            own = self.env.data_manager.data_on_device_via_torch(p.owned["action_mask"])
-            return own.reshape(self.num_envs * len(p.agent_ids), own.shape[-1])
-        mask = self.env.action_mask
-        if mask is None:
-            return None
-        selected = mask if p.covers_all_agents else mask.index_select(1, p.index)
-        return selected.reshape(self.num_envs * len(p.agent_ids), mask.shape[-1])
-
     # ------------------------------------------------------------------ rollout
     def _act(self, p: Policy, obs: torch.Tensor, greedy: bool = False) -> tuple[torch.Tensor, Any, torch.Tensor]:
         """Choose actions for ``obs``, write them into the env's action array; return (actions, dist, value)."""

@@ -34,7 +34,7 @@ from warp_drive.training.checkpoint import restore_env_arrays
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.guards import NonFiniteError
 from warp_drive.training.policies import (ENV_ACTIONS, Policy, default_policy_map, policy_active, policy_obs,
-                                          policy_rewards)
+                                          policy_rewards, write_env_actions)
 from warp_drive.wrapper import EnvWrapper
 
 # What to do with a rollout or an update that holds a NaN or inf (the trainer's
@@ -322,7 +322,7 @@ class OnDeviceTrainer:
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def run_episodes(self, greedy: bool = True, record: tuple[str, ...] = (), env_id: int = 0,
-                     on_step: Callable[[int, dict], None] | None = None) -> dict[str, Any]:
+                     on_step: Callable[[int, dict], None] | None = None, uniform: bool = False) -> dict[str, Any]:
         """Play one episode in every env (from a fresh reset) and return each policy's mean
         episodic return; optionally record arrays of env ``env_id`` at every step.
 
@@ -330,13 +330,16 @@ class OnDeviceTrainer:
         final step's reward included) and ``steps`` ((num_envs,) steps each env's
         episode took). ``on_step(step, dists)``, if given, runs after each env step
         while env ``env_id``'s episode goes on, before any reset (``dists``: policy ->
-        the action distribution the step's actions came from).
+        the action distribution the step's actions came from; empty with ``uniform``).
+        ``uniform``: the policies are not asked; every agent takes a uniformly random legal action
+        (:meth:`_act_uniform`, drawn from the config's seed): the baseline a trained policy is compared with.
         """
         self.env.reset_all_envs()
         self._restart_agents()
         E = self.num_envs
         if not 0 <= int(env_id) < E:
             raise ValueError(f"env_id {env_id} is not an env of this trainer (0..{E - 1})")
+        generator = torch.Generator(device=self.device).manual_seed(int(self.config.trainer.seed)) if uniform else None
         returns = {t: torch.zeros((E, len(p.agent_ids)), device=self.device) for t, p in self.policies.items()}
         steps = torch.zeros(E, dtype=torch.int32, device=self.device)
         finished = torch.zeros(E, dtype=torch.bool, device=self.device)
@@ -344,6 +347,9 @@ class OnDeviceTrainer:
         for step in range(self.env.episode_length):
             dists = {}
             for p in self.policies.values():
+                if uniform:
+                    self._act_uniform(p, generator)
+                    continue
                 p.model.eval()
                 dists[p.tag] = self._act(p, policy_obs(self.env, p), greedy=greedy)[1]
                 p.model.train()
@@ -371,6 +377,42 @@ class OnDeviceTrainer:
             "frames": {name: np.stack(v) for name, v in frames.items()},
         }
 
+    def _act_uniform(self, p: Policy, generator: torch.Generator) -> None:
+        """Uniformly random legal actions of the policy's agents into the env's action array: each discrete head
+        uniform over the actions the env's action mask allows (all, without a mask), a Box uniform within its
+        bounds (refused when a bound is infinite: there is no uniform distribution to draw from)."""
+        rows = self.num_envs * len(p.agent_ids)
+        space = p.action_space
+        if isinstance(space, spaces.Box):
+            low = torch.as_tensor(np.asarray(space.low, np.float32).reshape(-1), device=self.device)
+            high = torch.as_tensor(np.asarray(space.high, np.float32).reshape(-1), device=self.device)
+            if not bool(torch.isfinite(low).all() and torch.isfinite(high).all()):
+                raise ValueError(f"policy {p.tag!r}: a uniform random baseline needs finite action bounds, but "
+                                 f"its action space is {space}")
+            draw = torch.rand((rows, low.numel()), generator=generator, device=self.device)
+            write_env_actions(self.env, p, low + (high - low) * draw)
+            return
+        sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(n) for n in space.nvec]
+        mask = self._policy_mask(p)
+        weights = torch.ones((rows, sum(sizes)), device=self.device) if mask is None else mask.float()
+        heads = []
+        for head in weights.split(sizes, dim=1):
+            head = torch.where(head.sum(dim=1, keepdim=True) > 0, head, torch.ones_like(head))  # a row masked out
+            heads.append(torch.multinomial(head, 1, generator=generator))
+        write_env_actions(self.env, p, torch.cat(heads, dim=1))
+
+    def _policy_mask(self, p: Policy) -> torch.Tensor | None:
+        """The env's ``action_mask`` rows of this policy's agents ``(E * n, A)`` (or its group's own mask), or
+        None (no mask)."""
+        if "action_mask" in p.owned:
+            own = self.env.data_manager.data_on_device_via_torch(p.owned["action_mask"])
+            return own.reshape(self.num_envs * len(p.agent_ids), own.shape[-1])
+        mask = self.env.action_mask
+        if mask is None:
+            return None
+        selected = mask if p.covers_all_agents else mask.index_select(1, p.index)
+        return selected.reshape(self.num_envs * len(p.agent_ids), mask.shape[-1])
+
     def evaluation_twin(self, num_envs: int, seed: int) -> "OnDeviceTrainer":
         """A trainer of this class on ``num_envs`` envs of its own, seeded ``seed``, acting with this trainer's
         models (the same modules): evaluation episodes mid-run that leave the training envs, tallies and
@@ -380,7 +422,7 @@ class OnDeviceTrainer:
         devices = [self.device] if torch.device(self.device).type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             env = EnvWrapper(config.env.name, int(num_envs), backend=self.env.backend.name, seed=int(seed),
-                             env_config=dict(config.env.config))
+                             env_config=dict(config.env.config), reset_pool_size=config.env.reset_pool_size)
             twin = type(self)(env, config, policy_agents=self.policy_agents)
         for tag, p in twin.policies.items():
             p.model = self.policies[tag].model

@@ -29,18 +29,20 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 import yaml
 
 from warp_drive import env_vars
-from warp_drive.backends import Backend, backend_class, get_backend
+from warp_drive.backends import Backend, KernelBuildError, KernelLaunchError, backend_class, get_backend
 from warp_drive.launch_clock import seconds_since_launch
 from warp_drive.training import distributed
 from warp_drive.training.callbacks import (
@@ -65,7 +67,8 @@ from warp_drive.training.checkpoint import (
     remove_stale_temp_files,
     resolve_run_dir,
 )
-from warp_drive.training.config import RESUMABLE_KEYS, RUN_CONFIG_FIX, ConfigError, RunConfig, RunError, read_yaml_file
+from warp_drive.training.config import (RESUMABLE_KEYS, RUN_CONFIG_FIX, SETUP_REFUSAL, ConfigError, RunConfig, RunError,
+                                        read_yaml_file)
 from warp_drive.training.algorithm_table import trainer_class as trainer_for
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.loggers import check_wandb, wandb_enabled
@@ -78,32 +81,71 @@ from warp_drive.training.stop_at_return import StopAtReturn
 log = logging.getLogger("warp_drive")
 
 
-def new_run_dir(config: RunConfig, run_name: str | None = None) -> Path:
+def new_run_dir(config: RunConfig, run_name: str | None = None, made: list[Path] | None = None) -> Path:
     """``<basedir>/<name>/<tag>/<timestamp>``, or ``.../<run_name>`` (WarpDrive's ``--run_name``),
-    which must be new or empty: a second run's checkpoints beside the first's would be resumed as one run."""
-    root = Path(config.saving.basedir)
-    base = root / (config.saving.name or config.name) / config.saving.tag
-    # The config refuses absolute and '..' parts; this catches anything that still resolves outside.
-    if not base.resolve().is_relative_to(root.resolve()):
-        raise ConfigError(f"saving: the run directory {base} is outside saving.basedir {root}")
-    if run_name is not None:
-        path = base / str(run_name)
-        if Path(str(run_name)).is_absolute() or ".." in Path(str(run_name)).parts or path == base:
-            raise ConfigError(f"run name: a directory name inside {base}, got {run_name!r}")
-        if path.exists() and any(path.iterdir()):
-            raise RunError(f"run name: {path} exists and is not empty; pick another name, or continue that "
-                           f"run with --resume {path}")
-        path.mkdir(parents=True, exist_ok=True)
+    which must be new or empty: a second run's checkpoints beside the first's would be resumed as one run.
+    ``made`` (a list) receives the directories this call created, deepest first (see :func:`remove_refused_run`)."""
+    base, path = check_run_dir(config, run_name)
+    if path is not None:
+        _make_dirs(path, made, exist_ok=True)
         return path
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1000):
         path = base / (stamp if n == 0 else f"{stamp}-{n}")
         try:
-            path.mkdir(parents=True)
+            _make_dirs(path, made)
             return path
         except FileExistsError:
             continue
     raise RuntimeError(f"cannot create a run directory under {base}")
+
+
+def check_run_dir(config: RunConfig, run_name: str | None = None) -> tuple[Path, Path | None]:
+    """``(base, named run dir or None)`` of :func:`new_run_dir`, refused as it would refuse them, creating
+    nothing: ``train`` checks before the (maybe long) build and creates the directory after it."""
+    root = Path(config.saving.basedir)
+    base = root / (config.saving.name or config.name) / config.saving.tag
+    # The config refuses absolute and '..' parts; this catches anything that still resolves outside.
+    if not base.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(f"saving: the run directory {base} is outside saving.basedir {root}")
+    if run_name is None:
+        return base, None
+    path = base / str(run_name)
+    if Path(str(run_name)).is_absolute() or ".." in Path(str(run_name)).parts or path == base:
+        raise ConfigError(f"run name: a directory name inside {base}, got {run_name!r}")
+    if path.exists() and any(path.iterdir()):
+        raise RunError(f"run name: {path} exists and is not empty; pick another name, or continue that "
+                       f"run with --resume {path}")
+    return base, path
+
+
+def _make_dirs(path: Path, made: list[Path] | None, exist_ok: bool = False) -> None:
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    path.mkdir(parents=True, exist_ok=exist_ok)
+    if made is not None:
+        made.extend(missing)
+
+
+def remove_refused_run(run_dir: Path, made: list[Path]) -> None:
+    """Undo a new run that never began to iterate (its env, kernel or policies refused, a failure before the
+    first iteration): a run directory with a config.yaml and no checkpoint would be what ``--resume latest``
+    and ``evaluate latest`` pick next. Only what this process made goes: ``run_dir`` itself when it made it
+    (else the files it put into that directory, which was empty when the run claimed it: ``--run-name``) and
+    the parents in ``made`` that are still empty; nothing that existed before, and no other run."""
+    if run_dir in made:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif run_dir.is_dir():
+        for entry in run_dir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    for parent in made:
+        if parent != run_dir:
+            try:
+                parent.rmdir()  # only while empty: another run may have started beside this one meanwhile
+            except OSError:
+                break
 
 
 def limit_torch_threads(backend: str | Backend | None) -> None:
@@ -127,10 +169,32 @@ def build(config: RunConfig, dist: Distributed | None = None,
     limit_torch_threads(backend := get_backend(config.trainer.backend))
     if dist is not None:
         config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
-    env = make_env(config.env.name, dict(config.env.config))
-    check_memory(config, env, backend, record_episode)  # memory_estimate.py; record_episode: the GIF's too
-    env = EnvWrapper(env, config.trainer.num_envs, backend=config.trainer.backend, seed=config.trainer.seed)
-    return (trainer_class or trainer_for(config))(env, config, distributed=dist)
+    with refusals(ENV_REFUSALS):
+        env = make_env(config.env.name, dict(config.env.config))
+        check_memory(config, env, backend, record_episode)  # memory_estimate.py; record_episode: the GIF's too
+        env = EnvWrapper(env, config.trainer.num_envs, backend=config.trainer.backend, seed=config.trainer.seed,
+                         reset_pool_size=config.env.reset_pool_size)
+    with refusals(TRAINER_REFUSALS):
+        return (trainer_class or trainer_for(config))(env, config, distributed=dist)
+
+
+# What building a run refuses the user's input with (see config.SETUP_REFUSAL): the registry (an unknown env,
+# a package.module:Class that does not import), the env's constructor, EnvWrapper (arrays, spaces, the
+# kernel's build and its bind by name) and the trainer's constructor (policies that do not fit the env, a model
+# that cannot serve them). KeyError counts only in the env's part; in the trainer's it would be a bug.
+ENV_REFUSALS = (ValueError, TypeError, KeyError, KernelBuildError, KernelLaunchError)
+TRAINER_REFUSALS = (ValueError, TypeError, KernelBuildError, KernelLaunchError)
+
+
+@contextmanager
+def refusals(kinds: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Mark an exception of ``kinds`` raised inside as a refusal of the user's input (``SETUP_REFUSAL``), so
+    the CLI prints it as one line; its type and message are unchanged for everyone else."""
+    try:
+        yield
+    except kinds as exc:
+        setattr(exc, SETUP_REFUSAL, True)
+        raise
 
 
 def train(config: RunConfig, resume: str | None = None, progress: bool = True,
@@ -253,33 +317,53 @@ def train_trainer(trainer: OnDeviceTrainer, run_dir: Path, callbacks: list[Callb
 
 def _train(config: RunConfig, resume: str | None, dist: Distributed | None, run_name: str | None,
            callbacks: list[Callback]) -> Path:
+    """A new run's directory is checked first and created only once the env and the trainer are built, so a
+    run refused at construction (a bad env value, a kernel that does not build, a shape mismatch) leaves
+    nothing under saving.basedir; one that fails later but before its first iteration is removed again
+    (:func:`remove_refused_run`). A resumed run's directory is never removed."""
     main = dist is None or dist.is_main
     lock = None
+    made: list[Path] = []  # the directories a new run created (rank 0)
+    run_dir = loop = None
+    new_dir = False
     try:
-        run_dir = None
         if main:  # one rank creates (or finds) the run directory and holds it; the others are told where it is
             if resume:
                 run_dir = resolve_run_dir(resume, Path(config.saving.basedir), name=config.name)
                 lock = RunLock(run_dir).acquire()
                 remove_stale_temp_files(run_dir, before=time.time())  # the lock excludes any live writer
             else:
-                run_dir = new_run_dir(config, run_name)
-                lock = RunLock(run_dir).acquire()
-                write_run_config(run_dir, config)
-        if dist is not None:
-            run_dir = Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
+                check_run_dir(config, run_name)  # a bad or taken --run-name: refused before the build
         if resume:
+            run_dir = _shared_run_dir(dist, run_dir)
             config = resumed_config(run_dir, config)
         trainer = build(config, dist, record_episode=any(isinstance(c, EpisodeRenderer) for c in callbacks))
         if resume:
             checkpoint, state = load_latest(run_dir)  # the newest intact one; unsafe ones are refused
             trainer.load_state_dict(state_for_rank(state, dist, checkpoint))
             refuse_exploded_weights(trainer.policies, config.trainer.max_weight_magnitude, checkpoint)
+        else:
+            if main:
+                run_dir, new_dir = new_run_dir(config, run_name, made), True
+                lock = RunLock(run_dir).acquire()
+                write_run_config(run_dir, config)
+            run_dir = _shared_run_dir(dist, run_dir)
         loop = TrainingLoop(trainer, config, run_dir, dist, resumed=bool(resume), start_steps=trainer.env_steps)
         return run_loop(loop, callbacks)
+    except BaseException:
+        if new_dir and (loop is None or loop.first_iteration_after is None):
+            remove_refused_run(run_dir, made)  # run_loop sets first_iteration_after as it starts iterating
+        raise
     finally:
         if lock is not None:
             lock.release()
+
+
+def _shared_run_dir(dist: Distributed | None, run_dir: Path | None) -> Path:
+    """Rank 0's run directory on every rank (a collective in a distributed run)."""
+    if dist is None:
+        return run_dir
+    return Path(dist.broadcast_object(None if run_dir is None else str(run_dir)))
 
 
 def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
@@ -372,29 +456,53 @@ def evaluate(run_dir: str, episodes: int = 10, render: str | None = None, greedy
 
     ``mean_return``: policy -> mean; ``returns``: policy -> mean, std, min, max of the episodes' returns
     (each the mean over the policy's agents); ``team_returns``: policy -> each episode's return summed over
-    the policy's agents; ``mean_length``: mean steps per episode; ``gif``: the GIF; ``config``: the run's."""
+    the policy's agents; ``team``: policy -> mean and std of those; ``mean_length``: mean steps per episode;
+    ``gif``: the GIF; ``config``: the run's."""
     path = resolve_run_dir(run_dir, Path("runs"))
-    raw = saved_config(path)
+    config = RunConfig.from_dict(saved_config(path))
+    trainer = build(evaluation_config(config, episodes, backend), record_episode=bool(render))
+    state = load_weights(trainer.policies, path, config.trainer.max_weight_magnitude)  # NaN or exploded: refused
+    return {**play_episodes(trainer, episodes, render, greedy=greedy), "env_steps": int(state["env_steps"])}
+
+
+def evaluate_random(config: RunConfig, episodes: int = 10, render: str | None = None,
+                    backend: str | None = None) -> dict[str, Any]:
+    """:func:`evaluate`'s report for a baseline with no training: every agent of ``config``'s env takes a
+    uniformly random legal action (``Trainer.run_episodes(uniform=True)``: masked actions never, Box actions
+    uniform within their bounds), so a trained run's returns have something to be compared with."""
+    trainer = build(evaluation_config(config, episodes, backend), record_episode=bool(render))
+    return {**play_episodes(trainer, episodes, render, uniform=True), "env_steps": 0}
+
+
+def evaluation_config(config: RunConfig, episodes: int, backend: str | None = None) -> RunConfig:
+    """``config`` with one env per episode (and enough total steps for one rollout of them), on ``backend``."""
+    raw = config.to_dict()
     raw["trainer"]["num_envs"] = int(episodes)
     raw["trainer"]["total_steps"] = max(int(raw["trainer"]["total_steps"]), episodes * raw["trainer"]["rollout_length"])
     if backend:
         raw["trainer"]["backend"] = backend
-    config = RunConfig.from_dict(raw)
-    trainer = build(config, record_episode=bool(render))
-    state = load_weights(trainer.policies, path, config.trainer.max_weight_magnitude)  # NaN or exploded: refused
-    result = trainer.run_episodes(greedy=greedy)
+    return RunConfig.from_dict(raw)
+
+
+def play_episodes(trainer: OnDeviceTrainer, episodes: int, render: str | None = None, greedy: bool = True,
+                  uniform: bool = False) -> dict[str, Any]:
+    """One episode in every env of ``trainer`` and the statistics :func:`evaluate` reports (and the GIF)."""
+    config = trainer.config
+    result = trainer.run_episodes(greedy=greedy, uniform=uniform)
     gif = None
     if render:
         if not can_render(trainer):
             raise ConfigError(f"--render: {config.env.name} has no renderer (its Environment class sets no "
                               f"render_arrays)")
-        gif = str(render_episode(trainer, Path(render), greedy=greedy))
+        gif = str(render_episode(trainer, Path(render), greedy=greedy, uniform=uniform))
     per_policy = {}
     for tag, returns in result["returns"].items():
         per_env = np.asarray(returns, dtype=np.float64).mean(axis=1)  # each env's return, averaged over its agents
         per_policy[tag] = {"mean": float(per_env.mean()), "std": float(per_env.std()),
                            "min": float(per_env.min()), "max": float(per_env.max())}
     team = {tag: np.asarray(r, dtype=np.float64).sum(axis=1).tolist() for tag, r in result["returns"].items()}
+    team_stats = {tag: {"mean": float(np.mean(v)), "std": float(np.std(v)),
+                        "agents": len(trainer.policies[tag].agent_ids)} for tag, v in team.items()}
     return {"episodes": int(episodes), "mean_return": result["mean_return"], "returns": per_policy,
-            "team_returns": team, "mean_length": float(np.mean(result["steps"])), "gif": gif, "config": config,
-            "env_steps": int(state["env_steps"])}
+            "team_returns": team, "team": team_stats, "mean_length": float(np.mean(result["steps"])), "gif": gif,
+            "config": config}
