@@ -11,7 +11,8 @@ What moved where:
   :meth:`reference_step`, NumPy over all envs' arrays at once, under the
   kernel's argument names; resets are the framework's (reset twins and pools);
 * ``step()`` launching the kernel with a ``FunctionFeed`` became the class
-  attributes ``step_kernel`` and ``step_args``: the env never launches anything;
+  attribute ``step_kernel``, whose C parameters bind the arrays of their names:
+  the env never launches anything;
 * arrays are declared with the env dimension first (WarpDrive added it for
   reset-copied arrays only), including ``observations``, ``sampled_actions``
   and ``rewards``;
@@ -32,8 +33,6 @@ class LineChaseNative(Environment):
     name = "LineChaseNative"
     cuda_source = "line_chase_native.cu"
     step_kernel = "LineChaseStep"
-    step_args = ("loc", "goal", "speeds", "sampled_actions", "observations", "rewards", "distance", "_done_",
-                 "_timestep_", "grid_length", "tolerance", "n_agents", "episode_length")
 
     def __init__(self, num_agents=4, episode_length=20, grid_length=10.0, goal=5.0, tolerance=0.75, speeds=None,
                  starting_locations=None, goal_pool=None, seed=None):
