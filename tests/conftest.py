@@ -16,15 +16,17 @@ import os
 import pytest
 
 # The files that take longest, longest first (measured with --durations on the
-# 2-core VM, 2026-11-28). `make test` runs files whole on each worker
+# 2-core VM, 2026-12-02). `make test` runs files whole on each worker
 # (--dist loadfile) in collection order (--no-loadscope-reorder): starting these
 # first keeps a worker from being left alone with one of them at the end. A
 # stale list costs speed, never correctness.
 LONGEST_FILES = (
     "tests/project/test_tutorials.py",
+    "tests/cli/test_check.py",
     "tests/runtime/test_race_mode.py",
     "tests/runtime/test_kernel_coverage.py",
     "tests/runtime/test_build_gate.py",
+    "tests/cli/test_new_env.py",
     "tests/learning/test_learning.py",
     "tests/project/test_packaging.py",
     "tests/runtime/test_build_cache_trust.py",
