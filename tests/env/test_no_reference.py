@@ -6,18 +6,14 @@ one, ``Environment.reset``/``step`` run the env's own kernel, one replica on the
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
-import torch
+from resume_check import assert_same_run, straight_and_resumed
 
 from example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive.environment import Environment
 from warp_drive.registry import register_env
-from warp_drive.training.checkpoint import latest_checkpoint
 from warp_drive.training.config import load_config
-from warp_drive.training.run import train
 from warp_drive.wrapper import EnvWrapper
 
 
@@ -71,21 +67,7 @@ def test_an_env_without_a_reference_trains_checkpoints_and_resumes_exactly(tmp_p
                                          "trainer.rollout_length=16", f"trainer.total_steps={8 * 16 * iterations}",
                                          f"saving.basedir={basedir}", "saving.model_params_save_freq=1"])
 
-    straight = train(config(tmp_path / "straight", 4), progress=False, evaluate=False)
-    killed = tmp_path / "runs" / "killed"
-    shutil.copytree(straight, killed)
-    for late in ("ckpt_000003.pt", "ckpt_000004.pt"):
-        (killed / "checkpoints" / late).unlink()
-    (killed / "checkpoints" / "latest").write_text("ckpt_000002.pt\n")
-    resumed = train(config(tmp_path / "runs", 4), resume=str(killed), progress=False, evaluate=False)
-    a = torch.load(latest_checkpoint(straight), weights_only=True)
-    b = torch.load(latest_checkpoint(resumed), weights_only=True)
-    assert a["iteration"] == b["iteration"] == 4
-    for tag in a["models"]:
-        for key, value in a["models"][tag].items():
-            assert torch.equal(value, b["models"][tag][key]), (tag, key)
-    for name, value in a["env_arrays"].items():
-        np.testing.assert_array_equal(value.numpy(), b["env_arrays"][name].numpy(), err_msg=name)
+    assert_same_run(*straight_and_resumed(config, tmp_path, tmp_path / "runs" / "killed"))
 
 
 def test_the_consistency_checker_says_in_one_line_that_there_is_no_reference():

@@ -8,13 +8,12 @@ only WarpDrive's ``Cuda<Name>Reset``, launched by hand.
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
 
 from random_start_env import RandomStart
+from resume_check import assert_same_run, straight_and_resumed
 from warp_drive import philox
 from warp_drive.consistency import ConsistencyError, check
 from warp_drive.environment import Environment
@@ -178,9 +177,7 @@ def test_the_host_api_starts_as_env_0_of_a_wrapper(env_class):
 def test_a_resumed_run_draws_the_starts_an_uninterrupted_one_would(tmp_path):
     """A 4-iteration run killed after iteration 2 and resumed ends as the uninterrupted run: the reset
     kernel's (seed, count) come back with the checkpoint, and its arrays are restored as state."""
-    from warp_drive.training.checkpoint import latest_checkpoint
     from warp_drive.training.config import load_config
-    from warp_drive.training.run import train
 
     def config(basedir, iterations):
         return load_config("dummy_env", ["env.name=RandomStart", "env.config={}", "trainer.backend=cpu",
@@ -188,19 +185,6 @@ def test_a_resumed_run_draws_the_starts_an_uninterrupted_one_would(tmp_path):
                                          f"trainer.total_steps={8 * 16 * iterations}", f"saving.basedir={basedir}",
                                          "saving.model_params_save_freq=1"])
 
-    straight = train(config(tmp_path / "straight", 4), progress=False, evaluate=False)
-    killed = tmp_path / "runs" / "killed"
-    shutil.copytree(straight, killed)
-    for late in ("ckpt_000003.pt", "ckpt_000004.pt"):
-        (killed / "checkpoints" / late).unlink()
-    (killed / "checkpoints" / "latest").write_text("ckpt_000002.pt\n")
-    resumed = train(config(tmp_path / "runs", 4), resume=str(killed), progress=False, evaluate=False)
-    a = torch.load(latest_checkpoint(straight), weights_only=True)
-    b = torch.load(latest_checkpoint(resumed), weights_only=True)
-    assert a["iteration"] == b["iteration"] == 4
+    a, b = straight_and_resumed(config, tmp_path, tmp_path / "runs" / "killed")
+    assert_same_run(a, b)
     assert a["reset"] == b["reset"] and a["reset"]["counter"] > 4 * 16  # a reset call per step, and more
-    for tag in a["models"]:
-        for key, value in a["models"][tag].items():
-            assert torch.equal(value, b["models"][tag][key]), (tag, key)
-    for name, value in a["env_arrays"].items():
-        np.testing.assert_array_equal(value.numpy(), b["env_arrays"][name].numpy(), err_msg=name)

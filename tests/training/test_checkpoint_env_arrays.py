@@ -14,10 +14,10 @@ import shutil
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 
+from resume_check import assert_same_run, straight_and_resumed
 from shared_runs import TINY
 from warp_drive.training.checkpoint import CheckpointError, latest_checkpoint
 from warp_drive.training.config import load_config
@@ -157,18 +157,6 @@ def test_a_wrong_checkpoint_declaration_is_an_error_at_construction():
 def test_resume_stays_bit_exact(tmp_path):
     """A 4-iteration run killed after iteration 2 and resumed ends as the uninterrupted run: the constants are
     compared, not copied, and the written scratch (neighbor_grid) is restored with the rest of the state."""
-    straight = train(tag_config(tmp_path / "straight", 4), progress=False, evaluate=False)
-    killed = tmp_path / "runs" / "tag_continuous_small" / "experiment" / "killed"
-    shutil.copytree(straight, killed)
-    for late in ("ckpt_000003.pt", "ckpt_000004.pt"):
-        (killed / "checkpoints" / late).unlink()
-    (killed / "checkpoints" / "latest").write_text("ckpt_000002.pt\n")
-    resumed = train(tag_config(tmp_path / "runs", 4), resume=str(killed), progress=False, evaluate=False)
-    a = torch.load(latest_checkpoint(straight), weights_only=True)
-    b = torch.load(latest_checkpoint(resumed), weights_only=True)
-    assert a["iteration"] == b["iteration"] == 4
-    for tag in a["models"]:
-        for key, value in a["models"][tag].items():
-            assert torch.equal(value, b["models"][tag][key]), (tag, key)
-    for name, value in a["env_arrays"].items():
-        np.testing.assert_array_equal(value.numpy(), b["env_arrays"][name].numpy(), err_msg=name)
+    a, b = straight_and_resumed(tag_config, tmp_path, tmp_path / "runs" / "tag_continuous_small" / "experiment"
+                                / "killed")
+    assert_same_run(a, b)
