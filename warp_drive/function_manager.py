@@ -28,8 +28,9 @@ from warp_drive.backends.base import Backend, BoundLaunch, Kernel, KernelLaunchE
 from warp_drive.backends.build_cache import KERNELS_DIR
 from warp_drive.backends.signature import KernelSignature
 from warp_drive.data_values import DONE, TIMESTEP
-from warp_drive.layouts import AGENT_PHASES, THREADS_PER_AGENT
+from warp_drive.layouts import AGENT_PHASES, THREADS_PER_AGENT, THREADS_PER_ENV
 
+FLAT_BLOCK = 256  # threads per block of a one-thread-per-env (THREADS_PER_ENV) launch
 CORE_SOURCES = [KERNELS_DIR / name for name in ("sampler.cu", "reset.cu", "log.cu", "clock.cu")]
 
 _core_modules: dict[int, Module] = {}
@@ -330,6 +331,15 @@ class FunctionManager:
             block = self.block if block is None else block
             cooperative = isinstance(grid, tuple) and len(grid) > 1 and grid[1] > 1
         return BoundKernel(self.get_function(name).bind(*args), grid, block, shared_mem, cooperative)
+
+    def bind_env_kernel(self, name: str, args: Sequence[Any], layout: str) -> BoundKernel:
+        """Bind env kernel ``name`` (a step or a reset kernel) in the env's thread ``layout``: the env
+        geometry (:meth:`env_geometry`) for ``THREADS_PER_AGENT`` and ``AGENT_PHASES``, and for
+        ``THREADS_PER_ENV`` a flat launch of one thread per env in blocks of :data:`FLAT_BLOCK`."""
+        if layout != THREADS_PER_ENV:
+            return self.bind(name, args, layout=layout)
+        block = min(FLAT_BLOCK, self.num_envs)
+        return self.bind(name, args, grid=(math.ceil(self.num_envs / block), 1, 1), block=(block, 1, 1))
 
     def launch(self, name: str, args: Sequence[Any], grid=None, block=None, shared_mem: int = 0) -> None:
         self.bind(name, args, grid, block, shared_mem)()

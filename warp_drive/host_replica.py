@@ -21,7 +21,6 @@ from warp_drive.data_manager import DataManager
 from warp_drive.data_values import DEFAULT_RESET_POOL_SIZE, POOL_SUFFIX
 from warp_drive.env_clock import DeviceClock
 from warp_drive.function_manager import FunctionFeed, FunctionManager, arguments_by_name
-from warp_drive.layouts import THREADS_PER_ENV
 from warp_drive.reset import EnvironmentReset
 
 DEFAULT_POOL_SIZE = DEFAULT_RESET_POOL_SIZE  # EnvWrapper's default reset_pool_size
@@ -44,10 +43,7 @@ class KernelReplica:
         functions.compile_and_load(env.cuda_source_path(), defines=dict(env.cuda_defines) or None)
         signature = functions.get_function(env.step_kernel).signature
         args = FunctionFeed(dm)(arguments_by_name(signature, dm, env.step_args, owner=env.name))
-        if env.thread_layout == THREADS_PER_ENV:
-            self._step = functions.bind(env.step_kernel, args, grid=(1, 1, 1), block=(1, 1, 1))
-        else:
-            self._step = functions.bind(env.step_kernel, args, layout=env.thread_layout)
+        self._step = functions.bind_env_kernel(env.step_kernel, args, env.thread_layout)
         self._resetter = EnvironmentReset(functions, seed=seed)
         if env.reset_kernel:  # the env's own starts, drawn by its reset kernel as in EnvWrapper
             self._resetter.use_reset_kernel(dm, env.reset_kernel, env.thread_layout, owner=env.name)

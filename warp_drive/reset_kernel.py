@@ -37,17 +37,14 @@ The contract, which :class:`ResetKernel` checks at construction:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from warp_drive.data_values import DONE, RESET_COUNT, RESET_SEED, TIMESTEP
 from warp_drive.function_manager import FunctionFeed, FunctionManager, arguments_by_name
-from warp_drive.layouts import THREADS_PER_ENV
 
 RESERVED = (RESET_SEED, RESET_COUNT)
-FLAT_BLOCK = 256
 
 
 class ResetKernel:
@@ -82,14 +79,7 @@ class ResetKernel:
         self.writes = tuple(dict.fromkeys(
             b for b, p in zip(bound, params)
             if p.pointer and not p.read_only and isinstance(b, str) and b not in (DONE, TIMESTEP)))
-        args = FunctionFeed(data_manager)(names)
-        if layout == THREADS_PER_ENV:
-            n_envs = int(data_manager.num_envs)
-            block = min(FLAT_BLOCK, n_envs)
-            self._launch = function_manager.bind(name, args, grid=(math.ceil(n_envs / block), 1, 1),
-                                                 block=(block, 1, 1))
-        else:
-            self._launch = function_manager.bind(name, args, layout=layout)
+        self._launch = function_manager.bind_env_kernel(name, FunctionFeed(data_manager)(names), layout)
 
     def launch(self, seed: int, count: int) -> None:
         """One launch for the reset call ``count`` under ``seed`` (the kernel reads the done flags itself)."""

@@ -47,7 +47,6 @@ Two optional hooks let an environment take part beyond the contract:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -60,7 +59,6 @@ from warp_drive.data_values import DEFAULT_RESET_POOL_SIZE, POOL_SUFFIX
 from warp_drive.env_clock import DeviceClock
 from warp_drive.environment import (
     ACTION_MASK,
-    AGENT_PHASES,
     TERMINATED,
     THREAD_LAYOUTS,
     THREADS_PER_AGENT,
@@ -69,6 +67,7 @@ from warp_drive.environment import (
     Environment,
     check_space_width,
 )
+from warp_drive.function_manager import FLAT_BLOCK  # noqa: F401  (re-exported: env_wrapper's kept path, env_check)
 from warp_drive.function_manager import FunctionFeed, FunctionManager, arguments_by_name
 from warp_drive.group_arrays import resolve_group_arrays
 from warp_drive.registry import get_env_class
@@ -76,7 +75,6 @@ from warp_drive.reset import EnvironmentReset
 from warp_drive.sampler import random_seed
 
 REQUIRED_ARRAYS = ("observations", "sampled_actions", "rewards")
-FLAT_BLOCK = 256
 
 
 def make_env(env: Any, env_config: dict | None = None) -> Environment:
@@ -454,12 +452,7 @@ class EnvWrapper:
         self._step_argument_names = arguments_by_name(signature, self.data_manager, self.env.step_args,
                                                       owner=self.env.name)
         args = FunctionFeed(self.data_manager)(self._step_argument_names)
-        if self.env.thread_layout in (THREADS_PER_AGENT, AGENT_PHASES):
-            return self.function_manager.bind(self.env.step_kernel, args, layout=self.env.thread_layout)
-        block = min(FLAT_BLOCK, self.num_envs)
-        return self.function_manager.bind(
-            self.env.step_kernel, args, grid=(math.ceil(self.num_envs / block), 1, 1), block=(block, 1, 1)
-        )
+        return self.function_manager.bind_env_kernel(self.env.step_kernel, args, self.env.thread_layout)
 
     # ------------------------------------------------------------ stepping
     def step_all_envs(self) -> None:
