@@ -53,3 +53,9 @@ class DeviceClock:
         self.tick = function_manager.bind("wd_clock_tick", [timestep, n_envs], **geometry)
         self.truncate = function_manager.bind(
             "wd_clock_truncate", [done, timestep, n_envs, int(data_manager.episode_length)], **geometry)
+
+    def step(self, launch_step) -> None:
+        """``launch_step()`` (the env's step kernel) between :meth:`tick` and :meth:`truncate`."""
+        self.tick()
+        launch_step()
+        self.truncate()

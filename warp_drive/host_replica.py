@@ -59,7 +59,6 @@ class KernelReplica:
     def step(self) -> None:
         """One step of the env's kernel (with the framework's clock around it where the env leaves it so)."""
         if self._clock is not None:
-            self._clock.tick()
-        self._step()
-        if self._clock is not None:
-            self._clock.truncate()
+            self._clock.step(self._step)
+        else:
+            self._step()

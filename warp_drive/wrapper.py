@@ -471,10 +471,9 @@ class EnvWrapper:
         if self.validate_actions:
             self.check_actions()
         if self._clock is not None:
-            self._clock.tick()
-        self._step()
-        if self._clock is not None:
-            self._clock.truncate()
+            self._clock.step(self._step)
+        else:
+            self._step()
 
     def reset_only_done_envs(self, undo_done_after_reset: bool = True) -> None:
         """Reset the replicas whose ``_done_`` flag is set, on the device."""
