@@ -168,11 +168,7 @@ def scan(wrapper: EnvWrapper) -> str | None:
 # --------------------------------------------------------------------------- the sanitizers' children
 def libasan_path(cxx: str = "g++") -> str | None:
     """The host compiler's AddressSanitizer runtime, or None when it has none."""
-    try:
-        out = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return None
-    return out if os.path.isabs(out) and os.path.exists(out) else None
+    return race.runtime_library_path("libasan.so", cxx)
 
 
 def sanitizer_environment(kind: str) -> dict | None:

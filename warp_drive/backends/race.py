@@ -62,13 +62,18 @@ class KernelRaceError(KernelLaunchError):
     at least one writing, with nothing ordering them."""
 
 
-def libtsan_path(cxx: str = "g++") -> str | None:
-    """The host compiler's ThreadSanitizer runtime, or None when it has none."""
+def runtime_library_path(library: str, cxx: str = "g++") -> str | None:
+    """The host compiler's runtime ``library`` (``libtsan.so``, ``libasan.so``), or None when it has none."""
     try:
-        out = subprocess.run([cxx, "-print-file-name=libtsan.so"], capture_output=True, text=True).stdout.strip()
+        out = subprocess.run([cxx, f"-print-file-name={library}"], capture_output=True, text=True).stdout.strip()
     except OSError:
         return None
     return out if os.path.isabs(out) and os.path.exists(out) else None
+
+
+def libtsan_path(cxx: str = "g++") -> str | None:
+    """The host compiler's ThreadSanitizer runtime, or None when it has none."""
+    return runtime_library_path("libtsan.so", cxx)
 
 
 def race_environment(base: dict | None = None, shuffle_seed: int | None = None) -> dict:
