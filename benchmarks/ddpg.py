@@ -47,8 +47,7 @@ def curve(backend: str, seed: int, steps: int, every: int, extra: list[str]) -> 
     def point(training_return: float) -> None:
         greedy = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
         # run_episodes leaves every env freshly reset: the episodes in progress start over, so do their tallies.
-        for p in trainer.policies.values():
-            p.running_return.zero_()
+        trainer.rollout.forget_partial_episodes()
         rows.append({"backend": backend, "seed": seed, "env steps": trainer.env_steps,
                      "training return": training_return, "greedy return": greedy,
                      "training seconds": training_seconds})

@@ -55,7 +55,7 @@ def _config(name: str, num_envs: int, backend: str, iterations: int, extra: list
 
 def plain_iteration_seconds(config, log_every_iteration: bool) -> list[float]:
     """Wall time of each iteration after the warm-up one: ``iterate()`` plus, if asked, writing its metrics."""
-    from warp_drive.training.metrics import MetricsWriter
+    from warp_drive.training.runs.metrics import MetricsWriter
 
     trainer, seconds = build(config), []
     with tempfile.TemporaryDirectory() as run_dir:

@@ -103,7 +103,7 @@ def metrics_rows(run_dir: Path) -> list[dict]:
 
 def finished_run(run_dir: Path, seed: int, steps: int | None) -> bool:
     """Whether ``run_dir`` holds a finished run of ``seed`` (and ``steps``, None: the config's)."""
-    from warp_drive.training.run import saved_config
+    from warp_drive.training.runs.config_file import saved_config
 
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "metrics.csv").is_file():
         return False
@@ -155,9 +155,10 @@ def rise_of(run_dir: Path, group: str) -> dict:
 
 # ---------------------------------------------------------------- evaluation
 def load_trainer(run_dir: Path, num_envs: int):
-    from warp_drive.training.checkpoint import load_checkpoint
+    from warp_drive.training.runs.checkpoint import load_checkpoint
     from warp_drive.training.config import RunConfig
-    from warp_drive.training.run import build, saved_config
+    from warp_drive.training.run import build
+    from warp_drive.training.runs.config_file import saved_config
 
     raw = saved_config(run_dir)
     raw["trainer"]["num_envs"] = int(num_envs)
@@ -184,7 +185,7 @@ def play(trainer, regions: str, planner: str, generator: torch.Generator, record
     num_levels = int(env.env.num_levels)
     num_subsidies = int(env.env.num_subsidy_levels)
     env.reset_all_envs()
-    trainer._restart_agents()
+    trainer.algorithm.restart()
     returns = {tag: torch.zeros((E, len(p.agent_ids)), dtype=torch.float64) for tag, p in policies.items()}
     levels, infected, subsidy = [], [], []
     finished = torch.zeros(E, dtype=torch.bool)
@@ -192,7 +193,7 @@ def play(trainer, regions: str, planner: str, generator: torch.Generator, record
         for tag, p in policies.items():
             how, n = controllers[tag], len(p.agent_ids)
             if how == "trained":
-                trainer._act(p, policy_obs(env, p), greedy=True)
+                trainer.algorithm.act(p, policy_obs(env, p), greedy=True)
                 continue
             if how == "random":
                 actions = torch.randint(0, num_levels + 1, (E * n,), generator=generator)

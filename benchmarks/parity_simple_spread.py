@@ -98,8 +98,8 @@ def run_variant(continuous: bool, episodes: int, num_agents: int, num_landmarks:
     from jaxmarl.environments.mpe.default_params import CONTINUOUS_ACT, DISCRETE_ACT
     from jaxmarl.environments.mpe.simple_spread import SimpleSpreadMPE
 
-    from warp_drive.wrapper import EnvWrapper  # first: it makes ``example_envs`` importable outside a checkout
-    from example_envs.simple_spread import SimpleSpread  # noqa: I001
+    from example_envs.simple_spread import SimpleSpread
+    from warp_drive.wrapper import EnvWrapper
 
     n, e = num_agents, episodes
     theirs = SimpleSpreadMPE(num_agents=n, num_landmarks=num_landmarks,

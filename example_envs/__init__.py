@@ -1,18 +1,13 @@
-"""Example environments: each a Python class with a NumPy reference plus one CUDA C step kernel.
+"""Example environments: each a Python class (most with a NumPy reference) plus one CUDA C step kernel.
 
-Their one import name is ``warp_drive.example_envs`` (where a wheel installs
-them); ``example_envs`` is an alias for it (``warp_drive._example_envs_alias``).
-When ``example_envs`` is imported before ``warp_drive`` (from a source
-checkout on ``sys.path``, or from an installed wheel, which ships this one file
-as a top-level package for WarpDrive programs), this file runs under the name
-``example_envs``: it then
-replaces itself in ``sys.modules`` with ``warp_drive.example_envs``, so that no
-module here is ever loaded twice under two names.
+A package of its own beside ``warp_drive``, installed under this one name as
+WarpDrive 2.7's were, so that ``from example_envs.tag_continuous.tag_continuous
+import TagContinuous`` is the same import in a source checkout, an editable
+install and a wheel. Each ``.cu`` sits next to its class and ships as package
+data (``Environment.cuda_source_path`` resolves it against the class's file).
+
+The modules build on warp_drive's env layer and below only (data feed,
+``Environment``, portable math, neighbours, rendering), never on training, the
+adapters, the CLI or WarpDrive compatibility: an import contract in
+pyproject.toml checks it.
 """
-
-if __name__ == "example_envs":
-    import sys
-
-    import warp_drive.example_envs
-
-    sys.modules[__name__] = warp_drive.example_envs

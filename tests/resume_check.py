@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import torch
 
-from warp_drive.training.checkpoint import latest_checkpoint
+from warp_drive.training.runs.layout import latest_checkpoint
 from warp_drive.training.run import train
 
 

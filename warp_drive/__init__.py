@@ -4,19 +4,17 @@ Environment steps are CUDA C kernels (one block per environment, its agents
 spread over the block's threads). They run on a GPU through PyCUDA, or on any machine through the ``cpu``
 executor, which builds the same ``.cu`` sources with the host C++ compiler.
 
-Submodules are imported lazily: ``import warp_drive`` stays cheap and does not
-require torch or PyCUDA. The example environments are ``warp_drive.example_envs``
-(also importable as ``example_envs``: see ``warp_drive._example_envs_alias``).
+Submodules are imported lazily: ``import warp_drive`` stays free of torch and
+PyCUDA. It registers the single-agent example envs with Gymnasium
+(``gymnasium.make("warp_drive/CartPole-v1")``; see
+``warp_drive._gymnasium_registration``) and installs no import hook. The example
+environments are the package ``example_envs``, beside this one.
 """
 
 from warp_drive import launch_clock  # noqa: F401  (its clock starts now, for platforms without /proc)
-from warp_drive import _example_envs_alias
+from warp_drive import _gymnasium_registration
 
-_example_envs_alias.install()
-
-from warp_drive import _gymnasium_registration  # noqa: E402
-
-_gymnasium_registration.install()  # warp_drive/<id> for gymnasium.make / make_vec
+_gymnasium_registration.register_gymnasium_envs()  # warp_drive/<id> for gymnasium.make / make_vec
 
 __version__ = "0.1.0"
 

@@ -37,7 +37,7 @@ from warp_drive.registry import EnvLookupError, get_env_class, registered_envs
 from warp_drive.scaffold import ScaffoldError, names_for, scaffold
 from warp_drive.training import evaluation
 from warp_drive.training.autoscale import ScaleError, auto_scale
-from warp_drive.training.run_dirs import resolve_run_dir
+from warp_drive.training.runs.dirs import resolve_run_dir
 from warp_drive.training.config import (
     BACKENDS,
     CONFIG_DIR,
@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "into the run directory when there is no W&B login)")
     train.add_argument("--callback", dest="callbacks", action="append", default=[], metavar="MODULE:CLASS",
                        help="add a training-loop callback: a class importable from MODULE, built with no "
-                       "arguments (see warp_drive.training.callbacks); repeat for several")
+                       "arguments (see warp_drive.training.runs.callbacks); repeat for several")
     train.add_argument("--auto-scale", "--auto_scale", "-a", dest="auto_scale", action="store_true",
                        help="try num_envs sizes (doubling, each in a child process) and train with the fastest "
                        "that fits the memory budget")
@@ -371,7 +371,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
 
     from warp_drive.training import run  # deferred: the training stack, for the commands that train
-    from warp_drive.training.callbacks import load_callback  # deferred: with the training stack above
+    from warp_drive.training.runs.callbacks import load_callback  # deferred: with the training stack above
 
     callbacks = [load_callback(spec) for spec in args.callbacks]
     if "LOCAL_RANK" not in os.environ:  # a torchrun worker binds its GPU first (distributed.init), then starts it

@@ -71,9 +71,7 @@ def check_gpu_build(s: Subject) -> Result:
     framework would launch it -- within each architecture's limits. A stack frame is shown, not refused."""
     if find_nvcc() is None:
         return Result("gpu-build", SKIP, "nvcc not found (install the CUDA toolkit, or set $NVCC / $CUDA_HOME)")
-    env = s.make_env()
-    if env.bind_step is not None:
-        return Result("gpu-build", SKIP, "the env builds and launches its own step (bind_step)")
+    env = s.make_env()  # an Environment: its step is cuda_source's step_kernel (the wrapper's default StepBinding)
     defines = dict(env.cuda_defines or {}) or None
     requests = [ResourceRequest((env.cuda_source_path(),), (), defines, arch, debug) for arch, debug in GATE_TARGETS]
     problems, registers, frames, blocks = [], [], [], 1

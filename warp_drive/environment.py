@@ -86,7 +86,7 @@ from __future__ import annotations
 import abc
 import inspect
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -240,21 +240,15 @@ class Environment(abc.ABC):
 
     # ---------------------------------------------------------------- optional hooks
     # Every attribute the wrapper or the checker reads from an env is declared
-    # here with its default; an env sets only the ones it needs.
+    # here with its default; an env sets only the ones it needs. An env that is
+    # not written to this contract (WarpDrive's, which launches its own step)
+    # takes part through the wrapper's StepBinding (warp_drive/wrapper.py), not
+    # through hooks here.
     # Compile-time defines of the step's source (-DNAME=value, on both executors).
     cuda_defines: ClassVar[Mapping[str, str]] = {}
     # The consistency checker's tolerances for this env (None: its defaults; 0.0: bit-exact).
     consistency_atol: ClassVar[float | None] = None
     consistency_rtol: ClassVar[float | None] = None
-    # Whether EnvWrapper.reseed may redraw the reset pools with get_reset_pools
-    # (False where the pools are the env's own, drawn once).
-    redraw_reset_pools: ClassVar[bool] = True
-    # Whether the first episode starts from the pushed arrays as they are (an env
-    # whose own host reset made them) rather than from a device reset.
-    host_first_reset: ClassVar[bool] = False
-    # What EnvWrapper.reset_all_envs() returns the first time, {agent: observation};
-    # None: env 0's row of the observations array.
-    first_observations: Mapping[int, Any] | None = None
     # The arrays (env dimension first) that make up the env's global state, flattened and concatenated per
     # env: what a centralised critic reads (critic_input: state). Compact (positions, velocities, ...), so
     # it stays small with many agents where concatenated observations would not. Empty: no state.
@@ -267,10 +261,6 @@ class Environment(abc.ABC):
     # observations, actions, rewards or masks (scratch, counters kept across episodes): a checkpoint restores
     # them as state. Every other array without a twin is a constant (see the module docstring).
     written_arrays: ClassVar[Sequence[str]] = ()
-    # An env that builds and launches its own step: bind_step(wrapper) returns the
-    # launch to call each step. None: the wrapper builds cuda_source and binds
-    # step_kernel to step_args.
-    bind_step: Callable[[Any], Callable[[], None]] | None = None
     # The env's own reset kernel, a kernel of cuda_source (warp_drive/reset_kernel.py has its contract): it
     # draws each start on the device with Philox from (reset_seed, env, reset_count) and writes the arrays
     # that follow from it (first observation, mask, state), after the twins and pools, for exactly the envs

@@ -1,6 +1,7 @@
 """Environment registry: names to environment classes.
 
-Built-in example environments are imported lazily by name. A user's own class
+Built-in example environments are imported lazily by name, from the package
+``example_envs`` installed beside ``warp_drive``. A user's own class
 (its ``.cu`` file lives next to it, outside the package) is reached in one of
 three ways, none of which edits a package file:
 
@@ -13,6 +14,12 @@ three ways, none of which edits a package file:
   :data:`HOW_TO_REGISTER` for the ``pyproject.toml`` stanza).
 
 Nothing in the installed package is written.
+
+:func:`module_extension` serves the example env modules' ``__getattr__``: names
+that another installed package adds to a module through an entry point, which is
+how WarpDrive 2.7's ``CUDATagGridWorld`` (defined in ``warp_drive.compat``) is
+importable from ``example_envs.tag_gridworld.tag_gridworld`` while that module
+never imports compat.
 """
 
 from __future__ import annotations
@@ -27,16 +34,16 @@ from importlib.metadata import entry_points
 from warp_drive.environment import Environment
 
 BUILTIN_ENVS = {
-    "TagContinuous": "warp_drive.example_envs.tag_continuous.tag_continuous:TagContinuous",
-    "TagGridWorld": "warp_drive.example_envs.tag_gridworld.tag_gridworld:TagGridWorld",
-    "DummyEnv": "warp_drive.example_envs.dummy_env.dummy_env:DummyEnv",
-    "CartPole": "warp_drive.example_envs.classic_control.cartpole:CartPole",
-    "Acrobot": "warp_drive.example_envs.classic_control.acrobot:Acrobot",
-    "MountainCar": "warp_drive.example_envs.classic_control.mountain_car:MountainCar",
-    "ContinuousMountainCar": "warp_drive.example_envs.classic_control.continuous_mountain_car:ContinuousMountainCar",
-    "Pendulum": "warp_drive.example_envs.classic_control.pendulum:Pendulum",
-    "SimpleSpread": "warp_drive.example_envs.simple_spread.simple_spread:SimpleSpread",
-    "PandemicEconomy": "warp_drive.example_envs.pandemic_economy.pandemic_economy:PandemicEconomy",
+    "TagContinuous": "example_envs.tag_continuous.tag_continuous:TagContinuous",
+    "TagGridWorld": "example_envs.tag_gridworld.tag_gridworld:TagGridWorld",
+    "DummyEnv": "example_envs.dummy_env.dummy_env:DummyEnv",
+    "CartPole": "example_envs.classic_control.cartpole:CartPole",
+    "Acrobot": "example_envs.classic_control.acrobot:Acrobot",
+    "MountainCar": "example_envs.classic_control.mountain_car:MountainCar",
+    "ContinuousMountainCar": "example_envs.classic_control.continuous_mountain_car:ContinuousMountainCar",
+    "Pendulum": "example_envs.classic_control.pendulum:Pendulum",
+    "SimpleSpread": "example_envs.simple_spread.simple_spread:SimpleSpread",
+    "PandemicEconomy": "example_envs.pandemic_economy.pandemic_economy:PandemicEconomy",
 }
 ENTRY_POINT_GROUP = "warp_drive.envs"
 
@@ -64,6 +71,39 @@ def _load(target: str) -> type:
     return getattr(importlib.import_module(module_name), attribute)
 
 
+def _load_builtin(name: str) -> type[Environment]:
+    """A built-in env's class; a one-line error when ``example_envs`` is not warp_drive's (a package of the
+    user's own of that name first on ``sys.path`` shadows it, since both are top-level packages)."""
+    target = BUILTIN_ENVS[name]
+    try:
+        return _load(target)
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("example_envs"):
+            raise
+        found = sys.modules.get("example_envs")
+        where = getattr(found, "__file__", None) or "nowhere on sys.path"
+        raise EnvLookupError(
+            f"built-in env {name!r} is {target} in warp_drive's example_envs package, but the example_envs imported "
+            f"is {where}: rename a package of your own named example_envs (it comes first on sys.path), or "
+            f"reinstall warp_drive if its example_envs is missing") from None
+
+
+def module_extension(module: str, name: str) -> object:
+    """Attribute ``name`` that an installed package adds to ``module`` (for a module's ``__getattr__``).
+
+    The package declares it as entry point ``name`` in the group named after the module, e.g.
+    ``[project.entry-points."example_envs.tag_gridworld.tag_gridworld"]
+    CUDATagGridWorld = "warp_drive.compat.example_envs:CUDATagGridWorld"``: the module lends its namespace to a
+    name it must not import (compat sits above the env layer) and loads it only when asked for. Private and
+    dunder names are never looked up (``hasattr(module, "__path__")`` and the like stay fast); a name nobody
+    declares raises the ``AttributeError`` a module without ``__getattr__`` would.
+    """
+    if not name.startswith("_"):
+        for entry_point in entry_points(group=module, name=name):
+            return entry_point.load()
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
 def register_env(name: str, env_class: type[Environment], overwrite: bool = False) -> type[Environment]:
     """Make ``env_class`` available to ``EnvWrapper`` and the CLI as ``name``."""
     if not (isinstance(env_class, type) and issubclass(env_class, Environment)):
@@ -86,7 +126,7 @@ def get_env_class(name: str) -> type[Environment]:
     if name in _registered:
         return _registered[name]
     if name in BUILTIN_ENVS:
-        return _load(BUILTIN_ENVS[name])
+        return _load_builtin(name)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == name:
             return ep.load()

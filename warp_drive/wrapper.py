@@ -36,18 +36,18 @@ WarpDrive 2.7's constructor keywords and attribute names (``env_obj``,
 subclass at WarpDrive's path, :mod:`warp_drive.env_wrapper` (written in
 :mod:`warp_drive.compat.env_wrapper`); this class takes only its own.
 
-Two optional hooks let an environment take part beyond the contract:
+The env's ``cuda_defines`` are compile-time defines, merged under ``EnvWrapper(defines=)``.
 
-* ``env.bind_step(wrapper)``: build and load its own kernels (with
-  ``wrapper.defines``) and return the zero-argument callable that
-  ``step_all_envs`` calls -- for envs that launch their own step, as WarpDrive's
-  did. Without it the wrapper builds ``cuda_source`` and binds ``step_kernel``.
-* ``env.cuda_defines``: compile-time defines merged under ``EnvWrapper(defines=)``.
+How the step is built and where the first episode starts is a :class:`StepBinding`, the one extension
+point for envs not written to the contract: the default is the contract's (build ``cuda_source``, bind
+``step_kernel`` by name, start from a device reset); WarpDrive's wrapper passes its own
+(:class:`warp_drive.compat.envs.WarpDriveStepBinding`: the env's ``step()`` launches its kernel, and the
+first episode starts from the state its Python ``reset()`` made).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -77,6 +77,35 @@ from warp_drive.sampler import random_seed
 REQUIRED_ARRAYS = ("observations", "sampled_actions", "rewards")
 
 
+class StepBinding:
+    """How :class:`EnvWrapper` builds an env's step and starts its first episode (``EnvWrapper(step_binding=)``).
+
+    Why an object: an env not written to the contract (WarpDrive's, whose ``step()`` launches its own kernel
+    and whose Python ``reset()`` made the pushed state) takes part through a subclass given to the wrapper,
+    so the contract (:class:`~warp_drive.environment.Environment`) declares native hooks only and the wrapper
+    has no branch for such envs. This class is the contract's own binding.
+    """
+
+    # Whether the arrays as pushed are the first episode's start (an env's own host reset made them): then
+    # neither the construction nor the first reset_all_envs() resets on the device. The contract's first
+    # episode starts from a device reset (twins, pools, reset kernel).
+    host_first_reset: bool = False
+
+    def bind(self, wrapper: "EnvWrapper") -> tuple[Callable[[], None], list]:
+        """Build the env's kernels into ``wrapper.function_manager``; return the step launch ``step_all_envs``
+        calls and the names its arguments bind, in order (they name an array a stale-pointer check finds).
+
+        The contract's: ``cuda_source`` built with ``wrapper.defines``, and each C parameter of
+        ``step_kernel`` bound to the array or scalar of its own name (:func:`arguments_by_name`; an old
+        ``step_args`` list is checked against those names), in the geometry of the env's thread layout,
+        the kernel's own limits and the executor (``FunctionManager.bind_env_kernel``)."""
+        env, functions, data = wrapper.env, wrapper.function_manager, wrapper.data_manager
+        functions.compile_and_load(env.cuda_source_path(), defines=wrapper.defines or None)
+        signature = functions.get_function(env.step_kernel).signature
+        names = arguments_by_name(signature, data, env.step_args, owner=env.name)
+        return functions.bind_env_kernel(env.step_kernel, FunctionFeed(data)(names), env.thread_layout), names
+
+
 def make_env(env: Any, env_config: dict | None = None) -> Environment:
     """An environment instance from an instance, a class, or a registered name."""
     if isinstance(env, str):
@@ -102,7 +131,8 @@ class EnvWrapper:
     ``env`` is a class or a name); ``reset_pool_size`` (the rows of each pool of
     start states, for an env with ``get_reset_pools``; 0: none); ``validate_actions``;
     ``defines`` (compile-time defines for the env's kernel, over the env's
-    ``cuda_defines``).
+    ``cuda_defines``); ``step_binding`` (how the step is built and the first
+    episode starts, :class:`StepBinding`; default: the contract's).
     """
 
     def __init__(
@@ -117,6 +147,7 @@ class EnvWrapper:
         validate_actions: bool | None = None,
         *,
         defines: dict | None = None,
+        step_binding: StepBinding | None = None,
     ):
         if isinstance(num_envs, str):
             raise TypeError(f"EnvWrapper's second positional argument is num_envs, got {num_envs!r}")
@@ -145,13 +176,8 @@ class EnvWrapper:
         self._state_ranges = self._check_checkpoint_declarations()
 
         self.function_manager = self._make_function_manager(requested_blocks)
-        own_step = env_.bind_step
-        if own_step is not None:  # the env builds its kernels and launches its own step
-            self._step_argument_names = list(env_.step_args)
-            self._step = own_step(self)
-        else:
-            self.function_manager.compile_and_load(env_.cuda_source_path(), defines=self.defines or None)
-            self._step = self._bind_step()
+        self.step_binding = StepBinding() if step_binding is None else step_binding
+        self._step, self._step_argument_names = self.step_binding.bind(self)
         self._step_arguments = getattr(getattr(self._step, "_launch", None), "_packed", None)
         self._step_labels = [a[0] if isinstance(a, tuple) else a for a in self._step_argument_names]
         self._action_bounds = self._discrete_action_bounds()
@@ -174,11 +200,9 @@ class EnvWrapper:
         self._clock = DeviceClock(self.function_manager, self.data_manager) if env_.framework_clock else None
         # The env's optional Cuda<Name>Reset, launched by custom_reset_all_envs().
         self.env_resetter.register_custom_reset_function(self.data_manager, f"Cuda{self.name}Reset")
-        # An env with host_first_reset (its Python reset() made the pushed state
-        # and the first observations) starts its first episode from that state;
-        # the others start from a device reset (pool draws).
-        self._host_first_reset = bool(env_.host_first_reset)
-        if not self._host_first_reset:
+        # The first episode starts from a device reset (pool draws), unless the binding says the pushed
+        # state is the first start (StepBinding.host_first_reset).
+        if not self.step_binding.host_first_reset:
             self._force_reset()
         self._first_reset_pending = True
 
@@ -406,6 +430,9 @@ class EnvWrapper:
             raise ValueError(f"{self.name}: reset_pool_size must be an int >= 0 (rows of each pool of start "
                              f"states; 0: none), got {pool_size!r}")
         pools = self.env.get_reset_pools(int(pool_size), np.random.default_rng(self.seed))
+        # The pools reseed() redraws: those get_reset_pools drew. A pool the env pushed in its own data
+        # dictionary is its own, drawn once, and stays as it is.
+        self._drawn_pool_targets = tuple(pools)
         if not pools:
             return
         feed = DataFeed()
@@ -416,18 +443,19 @@ class EnvWrapper:
     def reseed(self, seed: int, reset: bool = True) -> None:
         """Restart the start-state randomness from ``seed`` and (``reset``) reset every replica.
 
-        Pools are redrawn in place (same shapes: the reset kernels' pointer
-        tables stay valid) and the reset counter restarts (the env's reset
-        kernel draws from ``(seed, env, counter)``), so with ``reset``
-        the state equals that of a new ``EnvWrapper(..., seed=seed)``. Without
+        The pools of ``get_reset_pools`` are redrawn in place (same shapes: the
+        reset kernels' pointer tables stay valid; a pool the env pushed in its
+        own data dictionary stays as it is) and the reset counter restarts (the
+        env's reset kernel draws from ``(seed, env, counter)``), so with
+        ``reset`` the state equals that of a new ``EnvWrapper(..., seed=seed)``. Without
         it the replicas keep their state and draw from the new randomness at
         their next reset (a Gymnasium ``reset(seed=, options={"reset_mask":})``
         resets the masked replicas alone right after).
         """
         self.seed = int(seed)
         dm = self.data_manager
-        targets = dm.reset_target_to_pool
-        if targets and self.env.redraw_reset_pools:
+        targets = {target: dm.reset_target_to_pool[target] for target in self._drawn_pool_targets}
+        if targets:
             size = dm.get_shape(next(iter(targets.values())))[0]
             pools = self.env.get_reset_pools(size, np.random.default_rng(self.seed))
             if set(pools) != set(targets):
@@ -443,16 +471,6 @@ class EnvWrapper:
         self.env_resetter.init_reset_pool(seed=self.seed)
         if reset:
             self._force_reset()
-
-    def _bind_step(self):
-        """The step launch: each C parameter of the step kernel binds the array or scalar of its own name
-        (:func:`arguments_by_name`; an old ``step_args`` list is checked against those names); its geometry
-        comes from the env's thread layout, the kernel's own limits and the executor (FunctionManager.env_geometry)."""
-        signature = self.function_manager.get_function(self.env.step_kernel).signature
-        self._step_argument_names = arguments_by_name(signature, self.data_manager, self.env.step_args,
-                                                      owner=self.env.name)
-        args = FunctionFeed(self.data_manager)(self._step_argument_names)
-        return self.function_manager.bind_env_kernel(self.env.step_kernel, args, self.env.thread_layout)
 
     # ------------------------------------------------------------ stepping
     def step_all_envs(self) -> None:
@@ -486,12 +504,12 @@ class EnvWrapper:
     def reset_all_envs(self) -> None:
         """Reset every replica (each draws a new start state where the env has pools).
 
-        For an env with ``host_first_reset`` the first call leaves the device
-        alone: the state its Python ``reset()`` made and pushed is the first
-        episode's start.
+        Where the step binding's ``host_first_reset`` says the pushed state is
+        the first episode's start (an env's own Python ``reset()`` made it), the
+        first call leaves the device alone.
         """
         first_call, self._first_reset_pending = self._first_reset_pending, False
-        if not (first_call and self._host_first_reset):
+        if not (first_call and self.step_binding.host_first_reset):
             self._force_reset()
 
     def custom_reset_all_envs(self, args: list | None = None, block=None, grid=None) -> None:

@@ -272,7 +272,7 @@ def test_gymnasium_action_wrappers_on_pendulum():
 
 # ============================================================================ registration
 def test_import_registers_ids_cheaply_and_in_either_order():
-    code = ("import sys, warp_drive; assert 'torch' not in sys.modules and 'gymnasium' not in sys.modules; "
+    code = ("import sys, warp_drive; assert 'torch' not in sys.modules; "  # Gymnasium is imported, to register
             "import gymnasium; print(sorted(k for k in gymnasium.registry if k.startswith('warp_drive/')))")
     after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     code = "import gymnasium, warp_drive; print(sorted(k for k in gymnasium.registry if k.startswith('warp_drive/')))"

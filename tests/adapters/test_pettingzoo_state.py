@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("pettingzoo")
-from warp_drive.example_envs.dummy_env.dummy_env import DummyEnv  # noqa: E402
-from warp_drive.example_envs.simple_spread.simple_spread import SimpleSpread  # noqa: E402
+from example_envs.dummy_env.dummy_env import DummyEnv  # noqa: E402
+from example_envs.simple_spread.simple_spread import SimpleSpread  # noqa: E402
 from warp_drive.adapters import PettingZooParallelEnv  # noqa: E402
 
 

@@ -176,7 +176,7 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     late = wd_pl.warn_if_pytorch_lightning_is_imported()
 other = lightning_api("pytorch_lightning")
-from warp_drive.training.lightning_module import WarpDriveModuleMixin, over_lightning_package
+from warp_drive.training.lightning.module import WarpDriveModuleMixin, over_lightning_package
 class Bad(WarpDriveModuleMixin, lightning.pytorch.LightningModule):
     def setup(self, stage):
         pass

@@ -273,3 +273,59 @@ def test_an_environment_missing_part_of_the_contract_cannot_be_built():
 
     with pytest.raises(TypeError, match="get_data_dictionary"):
         NoArrays()
+
+
+def test_a_step_binding_given_to_the_wrapper_builds_the_step_and_chooses_the_first_start():
+    """EnvWrapper's one extension point for envs not written to the contract (WarpDrive's passes its own):
+    the binding's step is what step_all_envs launches, and with host_first_reset the pushed arrays are the
+    first episode's start (no pool draw at construction nor at the first reset_all_envs)."""
+    from warp_drive.wrapper import EnvWrapper as CoreWrapper
+    from warp_drive.wrapper import StepBinding
+
+    class CountingHostStart(StepBinding):
+        host_first_reset = True
+        steps = 0
+
+        def bind(self, wrapper):
+            launch, names = super().bind(wrapper)
+
+            def step():
+                self.steps += 1
+                launch()
+
+            return step, names
+
+    binding = CountingHostStart()
+    w = CoreWrapper(DummyEnv, num_envs=3, backend="cpu", seed=3, step_binding=binding)
+    assert w.step_binding is binding
+    values = lambda: w.data_manager.pull_data_from_device("values")  # noqa: E731
+    assert (values() == 0).all()  # as pushed: no pool row drawn
+    w.reset_all_envs()
+    assert (values() == 0).all()
+    w.actions.fill_(2)
+    w.step_all_envs()
+    assert binding.steps == 1 and np.allclose(values(), 0.25)
+    w.reset_all_envs()
+    assert not (values() == 0).all()  # later resets draw from the pools
+    default = CoreWrapper(DummyEnv, num_envs=3, backend="cpu", seed=3)
+    assert type(default.step_binding) is StepBinding and not (default.data_manager.pull_data_from_device("values")
+                                                               == 0).all()
+
+
+def test_reseed_keeps_a_pool_the_env_pushed_itself():
+    """reseed redraws the pools of get_reset_pools; one the env pushed in its own data dictionary is its own."""
+    from warp_drive.wrapper import EnvWrapper as CoreWrapper
+
+    own = np.array([[0.5] * 2, [-0.5] * 2], np.float32)
+
+    class OwnPool(DummyEnv):
+        def get_data_dictionary(self, num_envs):
+            feed = super().get_data_dictionary(num_envs)
+            feed.add_pool_for_reset("values_own_pool", own, "values")
+            return feed
+
+    w = CoreWrapper(OwnPool, num_envs=4, backend="cpu", seed=1, env_config={"num_agents": 2,
+                                                                          "random_starts": False})
+    w.reseed(5)
+    np.testing.assert_array_equal(w.data_manager.pull_data_from_device("values_own_pool"), own)
+    assert {tuple(row) for row in w.data_manager.pull_data_from_device("values")} <= {(0.5, 0.5), (-0.5, -0.5)}

@@ -220,5 +220,5 @@ def test_a_group_masks_its_own_actions():
     raw["env"]["name"] = "MaskedPickers"
     trainer = build(RunConfig.from_dict(raw))
     trainer.collect_rollout()
-    actions = trainer.policies["pickers"].buffers["actions"]
+    actions = trainer.rollout.buffers["pickers"]["actions"]
     assert int(actions.max()) <= 2 and actions.numel() == 16 * 32 * 3  # never a masked one, over the rollout

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.example_envs.pandemic_economy import PandemicEconomy
+from example_envs.pandemic_economy import PandemicEconomy
 from warp_drive.consistency import check, host_arrays, random_action_arrays
 from warp_drive.registry import get_env_class
 from warp_drive.training.config import RunConfig
@@ -53,7 +53,7 @@ def test_the_parameters_are_seeded_and_a_user_file_replaces_draws(tmp_path):
 def test_a_reused_calibration_is_the_one_its_configuration_computes():
     """Calibration episodes are reused within a process (keyed by every array they start from): a
     configuration that differs in any parameter -- here one the episodes read late -- gets its own."""
-    from warp_drive.example_envs.pandemic_economy import pandemic_economy
+    from example_envs.pandemic_economy import pandemic_economy
 
     small = dict(num_regions=3, episode_length=30, vaccination_start=10)
     first = PandemicEconomy(**small)
@@ -183,8 +183,8 @@ def test_the_trainer_never_samples_a_masked_action():
     chose 0 and the planner chose 0 on every non-decision step."""
     trainer = build(small_config("cpu"))
     trainer.collect_rollout()
-    regions = trainer.policies["regions"].buffers["actions"].cpu().numpy().reshape(16, 8, -1)
-    planner = trainer.policies["planner"].buffers["actions"].cpu().numpy().reshape(16, 8)
+    regions = trainer.rollout.buffers["regions"]["actions"].cpu().numpy().reshape(16, 8, -1)
+    planner = trainer.rollout.buffers["planner"]["actions"].cpu().numpy().reshape(16, 8)
     env = trainer.env.env
     level = np.ones((8, env.num_regions), np.int64)
     cooldown = np.zeros_like(level)

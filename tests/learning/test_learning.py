@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from warp_drive.training.config import load_config
-from warp_drive.training.ddpg import DDPGTrainer
+from warp_drive.training.ddpg import DDPG
 from warp_drive.training.run import build
 
 
@@ -41,7 +41,7 @@ def test_tag_continuous_taggers_learn_to_tag():
 def test_pendulum_ddpg_learns_above_minus_400():
     """25,600 env steps (about 10 s here); five seeds measured all end between -170 and -130 (greedy)."""
     trainer = build(config("pendulum_ddpg", "trainer.total_steps=25600"))
-    assert isinstance(trainer, DDPGTrainer)
+    assert isinstance(trainer.algorithm, DDPG)
     before = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
     while trainer.iteration < trainer.num_iterations:
         trainer.iterate()

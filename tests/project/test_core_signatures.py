@@ -26,8 +26,8 @@ WARPDRIVE_PARAMETERS = {
 def core_callables():
     from warp_drive.training import lightning, run
     from warp_drive.training.ddpg import DDPGTrainer
-    from warp_drive.training.ppo_trainer import PPOTrainer
-    from warp_drive.training.rollout import OnDeviceTrainer
+    from warp_drive.training.ppo import PPOTrainer
+    from warp_drive.training.loop import OnDeviceTrainer
     from warp_drive.wrapper import EnvWrapper
 
     return {"EnvWrapper": EnvWrapper.__init__, "OnDeviceTrainer": OnDeviceTrainer.__init__,

@@ -53,8 +53,9 @@ def test_api_reference_documents_public_classes(site):
     assert 'id="warp_drive.wrapper.EnvWrapper"' in html
     assert 'id="warp_drive.wrapper.EnvWrapper.step_all_envs"' in html
     training = read(site, "api/training.html")
-    assert 'id="warp_drive.training.ppo_trainer.PPOTrainer"' in training
-    assert 'id="warp_drive.training.ppo.ppo_update"' in training
+    assert 'id="warp_drive.training.ppo.PPOTrainer"' in training
+    assert 'id="warp_drive.training.ppo.losses.ppo_update"' in training
+    assert 'id="warp_drive.training.vtrace.VTrace"' in training
     assert 'id="warp_drive.training.config.load_config"' in training
 
 

@@ -2,10 +2,11 @@
 
 `lint-imports` checks the layers (runtime < services < env < training | adapters
 < cli), WarpDrive compatibility as a leaf that only its kept paths and the CLI
-import, and no cycles among any package's modules -- counting imports made
-inside functions. The second test plants a violation in a copy of the package
-and expects the check to fail, so a contract that silently matches nothing
-cannot pass for a rule.
+import, the example envs (the root package ``example_envs``) on the env layer and
+below, and no cycles among any package's modules -- counting imports made
+inside functions. The planted-violation tests write a violation into a copy of
+the packages and expect the check to fail, so a contract that silently matches
+nothing cannot pass for a rule.
 """
 
 from __future__ import annotations
@@ -44,9 +45,25 @@ def test_the_import_contracts_are_kept():
     ("backends/errors.py", "def _planted():\n    from warp_drive.backends import base\n", "No import cycles"),
 ])
 def test_a_planted_violation_breaks_its_contract(tmp_path, module, planted, contract):
-    shutil.copytree(ROOT / "warp_drive", tmp_path / "warp_drive", ignore=shutil.ignore_patterns("__pycache__"))
+    assert_planted_violation_breaks(tmp_path, Path("warp_drive") / module, planted, contract)
+
+
+@pytest.mark.parametrize("planted", [
+    "def _planted():\n    from warp_drive.training import trainer\n",  # deferred: the graph still counts it
+    "import warp_drive.compat.example_envs\n",  # how the module once reached WarpDrive's CUDATagGridWorld
+])
+def test_an_example_env_importing_above_the_env_layer_breaks_its_contract(tmp_path, planted):
+    assert_planted_violation_breaks(tmp_path, Path("example_envs/tag_gridworld/tag_gridworld.py"), planted,
+                                    "The example envs build on the env layer and below")
+
+
+def assert_planted_violation_breaks(tmp_path: Path, module: Path, planted: str, contract: str) -> None:
+    """Copy both root packages and pyproject.toml, append ``planted`` to ``module`` (relative to the checkout),
+    and expect ``contract`` among lint-imports' broken contracts."""
+    for package in ("warp_drive", "example_envs"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
-    with (tmp_path / "warp_drive" / module).open("a") as handle:
+    with (tmp_path / module).open("a") as handle:
         handle.write("\n\n" + planted)
     result = lint_imports(tmp_path)
     assert result.returncode != 0, result.stdout[-3000:]

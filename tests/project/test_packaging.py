@@ -60,28 +60,29 @@ def test_build_prints_no_warnings(dist):
 
 
 @pytest.mark.slow
-def test_wheel_ships_the_package_under_one_top_level_name(dist):
+def test_wheel_ships_the_package_and_the_example_envs_as_two_top_level_names(dist):
     _, wheel, _ = dist
     names = set(zipfile.ZipFile(wheel).namelist())
     top_levels = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert top_levels == {"warp_drive", "example_envs"}, f"wheel installs top-level {sorted(top_levels)}"
-    # The old top-level name is one hand-over file (WarpDrive programs import
-    # example_envs first); the env modules install once, under warp_drive/.
-    assert {n for n in names if n.startswith("example_envs/")} == {"example_envs/__init__.py"}
+    assert not [n for n in names if n.startswith("warp_drive/example_envs/")], "example envs installed twice"
     assert "warp_drive/py.typed" in names
     assert any(n.startswith("warp_drive-") and n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    # WarpDrive's CUDATagGridWorld reaches its example env module through this entry point (no compat import).
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    assert "[example_envs.tag_gridworld.tag_gridworld]" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
-    # Every source and data file of the checkout lands in the wheel; the
-    # example envs under warp_drive/example_envs/. (pyproject.toml lists the
-    # packages one by one: a new subpackage missing there fails here.)
+    # Every source and data file of the checkout lands in the wheel, under the
+    # same path. (pyproject.toml lists the packages one by one: a new
+    # subpackage missing there fails here.)
     expected = set()
-    for folder, prefix in (("warp_drive", "warp_drive/"), ("example_envs", "warp_drive/example_envs/")):
+    for folder in ("warp_drive", "example_envs"):
         for path in (ROOT / folder).rglob("*"):
             if path.suffix in SHIPPED_SUFFIXES and "__pycache__" not in path.parts:
-                expected.add(prefix + path.relative_to(ROOT / folder).as_posix())
+                expected.add(path.relative_to(ROOT).as_posix())
     missing = sorted(expected - names)
     assert not missing, f"not in the wheel (add the package or data pattern to pyproject.toml): {missing}"
-    assert any(n.startswith("warp_drive/example_envs/") and n.endswith(".cu") for n in names)
+    assert "example_envs/tag_continuous/tag_continuous.cu" in names
     assert "warp_drive/training/configs/cartpole.yaml" in names
 
 
@@ -116,38 +117,23 @@ def test_dir_lists_the_lazy_exports():
         assert getattr(warp_drive, name) is not None
 
 
-# Run in a fresh interpreter (nothing imported yet) from the checkout: one
-# module object per example-env file, whichever name is imported first.
-ONE_MODULE_CHECK = """
-import sys
-{first}
-{second}
-assert a is b, (a, b)
+# Run in a fresh interpreter (nothing imported yet): the example envs import
+# before warp_drive, as WarpDrive programs do, and are the registry's classes;
+# WarpDrive's CUDATagGridWorld comes from its entry point.
+EXAMPLE_ENVS_CHECK = """
+import example_envs.tag_continuous.tag_continuous as a
+from example_envs.tag_gridworld.tag_gridworld import CUDATagGridWorld, TagGridWorld
 from warp_drive.registry import get_env_class
 assert get_env_class("TagContinuous") is a.TagContinuous
-for name, module in list(sys.modules.items()):
-    if name == "example_envs" or name.startswith("example_envs."):
-        assert module is sys.modules["warp_drive." + name], name
-        assert module.__spec__.name == "warp_drive." + name, module.__spec__
+assert issubclass(CUDATagGridWorld, TagGridWorld) and CUDATagGridWorld.__module__ == "warp_drive.compat.example_envs"
 print("ok", a.TagContinuous.cuda_source_path())
 """
-OLD_NAME = "import example_envs.tag_continuous.tag_continuous as a"
-NEW_NAME = "import warp_drive.example_envs.tag_continuous.tag_continuous as b"
 
 
-@pytest.mark.parametrize("first,second", [(OLD_NAME, NEW_NAME), (NEW_NAME, OLD_NAME)], ids=["old-first", "new-first"])
-def test_example_envs_are_one_module_under_two_names(first, second):
-    code = ONE_MODULE_CHECK.format(first=first, second=second)
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+def test_example_envs_import_first_from_the_checkout():
+    proc = subprocess.run([sys.executable, "-c", EXAMPLE_ENVS_CHECK], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok") and proc.stdout.strip().endswith("tag_continuous.cu")
-
-
-def test_example_envs_in_process():
-    import example_envs.tag_continuous.tag_continuous as a
-    import warp_drive.example_envs.tag_continuous.tag_continuous as b
-
-    assert a is b
 
 
 def _requirement_lines(text: str) -> list[str]:
@@ -199,8 +185,8 @@ def test_source_install_and_wheel_train_in_a_bare_venv(dist, tmp_path):
     2. the wheel of ``python -m build`` over it (``--force-reinstall --no-deps``:
        its dependencies are requirements.txt's, which another test holds equal to
        pyproject's, and ``pip check`` confirms they are met); ``warp-drive train``
-       again, and the example envs load from the venv under both names, the old
-       one first as WarpDrive programs import it."""
+       again, and the example envs load from the venv, before warp_drive as
+       WarpDrive programs import them."""
     import shutil
 
     import torch
@@ -234,10 +220,10 @@ def test_source_install_and_wheel_train_in_a_bare_venv(dist, tmp_path):
         assert pip.returncode == 0, f"pip {' '.join(step)}:\n" + pip.stdout[-3000:] + pip.stderr[-3000:]
     _train_briefly(env_dir / "bin" / "warp-drive", tmp_path, "runs_wheel", env)
 
-    # Outside the checkout: the installed package is the one imported. The old name
-    # first, before any warp_drive import, as WarpDrive's tests and tutorial 7 do.
+    # Outside the checkout: the installed packages are the ones imported. The example
+    # envs first, before any warp_drive import, as WarpDrive's tests and tutorial 7 do.
     check = subprocess.run(
-        [python, "-c", ONE_MODULE_CHECK.format(first=OLD_NAME, second=NEW_NAME)],
+        [python, "-c", EXAMPLE_ENVS_CHECK],
         cwd=tmp_path, capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert check.returncode == 0, check.stdout + check.stderr

@@ -272,7 +272,7 @@ def gpu_step_launch(env_name: str, config_json: str, num_envs: int, gpu: Offline
     env = env_of(env_name, config_json)
     env_class = type(env)
     source = env_class.cuda_source_path()
-    if env_class.thread_layout == THREADS_PER_ENV:  # EnvWrapper._bind_step
+    if env_class.thread_layout == THREADS_PER_ENV:  # FunctionManager.bind_env_kernel's flat launch
         block = min(FLAT_BLOCK, num_envs)
         grid, block, cooperative = (math.ceil(num_envs / block), 1, 1), (block, 1, 1), False
     else:

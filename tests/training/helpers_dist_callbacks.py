@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from warp_drive.training.callbacks import Callback
+from warp_drive.training.runs.callbacks import Callback
 
 
 def model_hashes(trainer) -> dict[str, str]:
@@ -39,8 +39,9 @@ class DumpRankFacts(Callback):
 
     def on_train_end(self, loop) -> None:
         self.data["final"] = model_hashes(loop.trainer)
-        self.data["value_norms"] = {tag: [float(p.value_norm.mean), float(p.value_norm.var), float(p.value_norm.count)]
-                                    for tag, p in loop.trainer.policies.items() if p.value_norm is not None}
+        states = loop.trainer.algorithm.states
+        self.data["value_norms"] = {tag: [float(s.value_norm.mean), float(s.value_norm.var), float(s.value_norm.count)]
+                                    for tag, s in states.items() if s.value_norm is not None}
         self.data["env_steps"] = loop.trainer.env_steps
         path = loop.run_dir / "test_dump" / f"rank{loop.rank}.json"
         path.parent.mkdir(exist_ok=True)

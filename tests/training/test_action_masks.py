@@ -159,7 +159,7 @@ def test_a_million_sampled_and_greedy_actions_hold_no_masked_one(backend):
     illegal = trainer.env.data_manager.data_on_device_via_torch("illegal_actions")
     masks = trainer.env.action_mask
     trainer.collect_rollout()
-    single = trainer.policies["shared"].buffers["masks"].sum(-1) == 1
+    single = trainer.rollout.buffers["shared"]["masks"].sum(-1) == 1
     # A quarter of the rows are made single; of the others, 7 in 64 draw one or no legal action: 0.33 in all.
     assert 0.3 < float(single.float().mean()) < 0.36
     assert int(illegal.sum()) == 0 and masks is not None
@@ -172,7 +172,7 @@ def test_ppo_updates_stay_finite_and_recompute_the_behaviour_log_probs():
                                   "policy.shared.num_epochs=2", "policy.shared.num_minibatches=4"))
     p = trainer.policies["shared"]
     trainer.collect_rollout()
-    buf = p.buffers
+    buf = trainer.rollout.buffers[p.tag]
     with torch.no_grad():  # before any update, the stored masks give back the stored log-probabilities
         dist, _ = p.model(buf["obs"].reshape(-1, p.obs_dim))
         again = dist.masked(buf["masks"].reshape(-1, 6)).log_prob(buf["actions"].reshape(-1, 1))

@@ -23,7 +23,7 @@ def test_runners_out_of_the_game_leave_an_update_bit_identical_whatever_they_obs
     a, b = tag_trainer(), tag_trainer()
     a.collect_rollout()
     b.collect_rollout()
-    runner_a, runner_b = a.policies["runner"].buffers, b.policies["runner"].buffers
+    runner_a, runner_b = a.rollout.buffers["runner"], b.rollout.buffers["runner"]
     assert torch.equal(runner_a["obs"], runner_b["obs"])  # one seed, one rollout
     out = ~runner_b["active"]
     assert int(out.sum()) > 50, "the rollout should hold samples of tagged runners"
@@ -39,7 +39,7 @@ def test_perturbing_runners_in_the_game_does_change_the_update():
     a, b = tag_trainer(), tag_trainer()
     a.collect_rollout()
     b.collect_rollout()
-    buf = b.policies["runner"].buffers
+    buf = b.rollout.buffers["runner"]
     buf["obs"][buf["active"]] += 10.0
     a.update()
     b.update()
@@ -50,12 +50,12 @@ def test_a_runner_that_leaves_ends_its_own_episode_without_a_bootstrap():
     trainer = tag_trainer()
     trainer.collect_rollout()
     p = trainer.policies["runner"]
-    buf = p.buffers
+    buf = trainer.rollout.buffers[p.tag]
     left = buf["active"] & ~buf["active_after"]
-    env_done = trainer.done_buffer.repeat_interleave(len(p.agent_ids), dim=1) > 0
+    env_done = trainer.rollout.done.repeat_interleave(len(p.agent_ids), dim=1) > 0
     where = torch.nonzero(left & ~env_done)
     assert len(where) > 0, "some runner should be tagged while its env goes on"
-    advantages, _ = trainer._advantages(p)
+    advantages, _ = trainer.algorithm.advantages(p)
     for t, row in where.tolist():
         # Terminal for that agent: the advantage is its last reward minus its value, nothing after counts.
         assert float(advantages[t, row]) == float(buf["rewards"][t, row] - buf["values"][t, row])

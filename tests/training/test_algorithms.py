@@ -219,7 +219,7 @@ def test_value_normalizer_merges_batches_exactly_and_inverts():
 
 @pytest.mark.parametrize("max_norm", [0.05, 1e9, float("inf")])
 def test_clip_grad_norm_matches_torch_bit_for_bit(max_norm):
-    from warp_drive.training.ppo import clip_grad_norm
+    from warp_drive.training.optim import clip_grad_norm
 
     torch.manual_seed(0)
     models = [torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3)) for _ in range(2)]

@@ -18,16 +18,9 @@ import pytest
 import yaml
 
 from warp_drive.cli import main
-from warp_drive.training.autoscale import (
-    PROBE_PRELOAD,
-    MemoryFit,
-    Probe,
-    ScaleError,
-    auto_scale,
-    parse_memory_size,
-    probe_config,
-    search,
-)
+from warp_drive.training.autoscale import MemoryFit, Probe, ScaleError, auto_scale, parse_memory_size, probe_config
+from warp_drive.training.autoscale.probe import PROBE_PRELOAD
+from warp_drive.training.autoscale.search import search
 from warp_drive.training.config import ConfigError, load_config
 
 MiB = 2**20

@@ -11,10 +11,10 @@ import pytest
 from PIL import Image
 
 from warp_drive.cli import main
-from warp_drive.training.callbacks import Callback
-from warp_drive.training.checkpoint import RunLock
+from warp_drive.training.runs.callbacks import Callback, render_episode
+from warp_drive.training.runs.dirs import RunLock
 from warp_drive.training.config import ConfigError, load_config
-from warp_drive.training.run import build, evaluate, render_episode, train
+from warp_drive.training.run import build, evaluate, train
 
 SMALL = ["trainer.backend=cpu", "trainer.num_envs=8", "trainer.rollout_length=16", "trainer.total_steps=384"]
 
@@ -176,7 +176,7 @@ def test_cli_no_evaluate_reaches_train(tmp_path, monkeypatch):
 def test_the_end_of_a_run_plays_one_episode_for_the_gif_and_the_summary(tmp_path, capsys, monkeypatch):
     """The GIF's episode is the summary's "after training" episode: one set of episodes is played at the end,
     not two (each a full 500-step CartPole episode per env), and the summary prints that episode's returns."""
-    from warp_drive.training.rollout import OnDeviceTrainer
+    from warp_drive.training.loop import OnDeviceTrainer
 
     played = []
     real = OnDeviceTrainer.run_episodes

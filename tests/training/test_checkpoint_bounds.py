@@ -15,7 +15,8 @@ import torch
 import yaml
 
 from shared_runs import tiny_cartpole
-from warp_drive.training.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+from warp_drive.training.runs.checkpoint import CheckpointError, save_checkpoint
+from warp_drive.training.runs.layout import latest_checkpoint
 from warp_drive.training.config import ConfigError, load_config
 from warp_drive.training.run import build, evaluate, train
 
@@ -103,7 +104,7 @@ def test_the_bound_must_be_a_positive_number(value):
 
 def test_buffers_are_not_weights():
     """An observation normaliser's running count passes 1e6 in a long run; only parameters are bounded."""
-    from warp_drive.training.checkpoint import exploded_weight
+    from warp_drive.training.runs.checkpoint import exploded_weight
 
     model = torch.nn.Linear(2, 2)
     model.register_buffer("count", torch.tensor(3e9, dtype=torch.float64))

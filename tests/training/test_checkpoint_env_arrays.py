@@ -19,7 +19,8 @@ import torch
 
 from resume_check import assert_same_run, straight_and_resumed
 from shared_runs import TINY
-from warp_drive.training.checkpoint import CheckpointError, latest_checkpoint
+from warp_drive.training.runs.checkpoint import CheckpointError
+from warp_drive.training.runs.layout import latest_checkpoint
 from warp_drive.training.config import load_config
 from warp_drive.training.run import train
 
@@ -110,7 +111,7 @@ def test_an_array_the_env_does_not_have_is_refused(run_copy, tmp_path):
 
 def test_a_refused_checkpoint_changes_no_env_array():
     """Everything is checked before anything is copied."""
-    from warp_drive.training.checkpoint import restore_env_arrays
+    from warp_drive.training.runs.env_arrays import restore_env_arrays
     from warp_drive.training.run import build
 
     trainer = build(tag_config("unused"))

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.training import checkpoint
-from warp_drive.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
+from warp_drive.training.runs import checkpoint
+from warp_drive.training.runs.checkpoint import load_checkpoint, save_checkpoint
+from warp_drive.training.runs.layout import list_checkpoints
 from warp_drive.training.config import load_config
 from warp_drive.training.run import train
 
@@ -118,7 +119,7 @@ def test_temp_files_of_a_killed_save_are_removed_by_the_next_save(tmp_path):
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
 def test_a_full_disk_is_named_not_unexpected_pos(tmp_path):
     """/dev/full answers every write with ENOSPC, as a full filesystem does."""
-    from warp_drive.training.checkpoint import CheckpointError, write_bytes
+    from warp_drive.training.runs.checkpoint import CheckpointError, write_bytes
 
     target = tmp_path / "checkpoints" / "ckpt_000001.pt"
     with open("/dev/full", "wb") as f, pytest.raises(CheckpointError) as info:

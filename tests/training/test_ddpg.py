@@ -1,4 +1,4 @@
-"""DDPG (training/ddpg.py) on the cpu executor: its parts do what they claim (its learning run: tests/learning/)."""
+"""DDPG (training/ddpg/) on the cpu executor: its parts do what they claim (its learning run: tests/learning/)."""
 
 from __future__ import annotations
 
@@ -109,14 +109,14 @@ def test_trainer_critic_step_is_the_critic_loss_alone():
         trainer.iterate()  # warm-up: fills the buffer, no gradient steps
     p = trainer.policies["shared"]
     trainer.collect_rollout()
-    trainer._store_rollout(p)
+    trainer.algorithm.store_rollout(p)
     reference = copy.deepcopy(p.model)
-    reference_opt = torch.optim.Adam(reference.critic.parameters(), lr=p.critic_lr.value(trainer.env_steps))
-    reference_opt.load_state_dict(copy.deepcopy(p.critic_optimizer.state_dict()))
-    rng = trainer.device_generator.get_state()
-    trainer._train_policy(p)
-    trainer.device_generator.set_state(rng)
-    batch = p.replay.sample(p.config.batch_size, trainer.device_generator)
+    reference_opt = torch.optim.Adam(reference.critic.parameters(), lr=trainer.algorithm.states[p.tag].critic_lr.value(trainer.env_steps))
+    reference_opt.load_state_dict(copy.deepcopy(trainer.algorithm.states[p.tag].critic_optimizer.state_dict()))
+    rng = trainer.algorithm.device_generator.get_state()
+    trainer.algorithm.train_policy(p)
+    trainer.algorithm.device_generator.set_state(rng)
+    batch = trainer.algorithm.states[p.tag].replay.sample(p.config.batch_size, trainer.algorithm.device_generator)
     loss, _ = critic_loss_of(reference, batch)
     reference_opt.zero_grad()
     loss.backward()
@@ -170,13 +170,13 @@ def test_pendulum_time_limit_transitions_bootstrap_from_the_last_observation():
                           "policy.shared.warmup_steps=1000000"))
     trainer.iterate()
     p = trainer.policies["shared"]
-    n = len(p.replay)
+    n = len(trainer.algorithm.states[p.tag].replay)
     assert n == 64
-    discounts = p.replay.data["discounts"][:n].reshape(8, 8)
+    discounts = trainer.algorithm.states[p.tag].replay.data["discounts"][:n].reshape(8, 8)
     assert torch.allclose(discounts, torch.full_like(discounts, p.config.gamma))  # Pendulum never terminates
-    assert (trainer.done_buffer[4] == TRUNCATED).all() and (trainer.done_buffer[:4] == 0).all()
-    next_obs = p.replay.data["next_obs"][:n].reshape(8, 8, 3)
-    obs = p.replay.data["obs"][:n].reshape(8, 8, 3)
+    assert (trainer.rollout.done[4] == TRUNCATED).all() and (trainer.rollout.done[:4] == 0).all()
+    next_obs = trainer.algorithm.states[p.tag].replay.data["next_obs"][:n].reshape(8, 8, 3)
+    obs = trainer.algorithm.states[p.tag].replay.data["obs"][:n].reshape(8, 8, 3)
     assert torch.equal(next_obs[3], obs[4])  # within an episode: the next step's observation
     assert not torch.equal(next_obs[4], obs[5])  # at the limit: the cut episode's, not the reset's
 
@@ -198,7 +198,7 @@ def test_checkpoint_round_trip_continues_identically():
     assert [m[key] for m in rest_a] == [m[key] for m in rest_b]
     for x, y in zip(a.policies["shared"].model.state_dict().values(), b.policies["shared"].model.state_dict().values()):
         assert torch.equal(x, y)
-    assert a.policies["shared"].replay.pos == b.policies["shared"].replay.pos
+    assert a.algorithm.states["shared"].replay.pos == b.algorithm.states["shared"].replay.pos
 
 
 @pytest.mark.slow

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint
+from warp_drive.training.runs.checkpoint import load_checkpoint
+from warp_drive.training.runs.layout import latest_checkpoint
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build, state_for_rank
 

@@ -23,8 +23,8 @@ lightning = pytest.importorskip("lightning")
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint  # noqa: E402
 from lightning.pytorch.loggers import CSVLogger  # noqa: E402
 
-from warp_drive.training.callbacks import Callback as RunCallback  # noqa: E402
-from warp_drive.training.checkpoint import RunLock  # noqa: E402
+from warp_drive.training.runs.callbacks import Callback as RunCallback  # noqa: E402
+from warp_drive.training.runs.dirs import RunLock  # noqa: E402
 from warp_drive.training.config import ConfigError, RunError, load_config  # noqa: E402
 from warp_drive.training.lightning import RolloutDataModule, WarpDriveCallbacks, WarpDriveModule  # noqa: E402
 from warp_drive.training.run import build, evaluate, train  # noqa: E402
@@ -132,9 +132,9 @@ def test_a_recurrent_per_agent_policy_matches_the_plain_trainer(tmp_path):
     plain, plain_rows = plain_run(config("simple_spread_mappo", 3, *extra))
     module = WarpDriveModule(config("simple_spread_mappo", 3, *extra))
     fit(module, tmp_path, datamodule=RolloutDataModule(module))
-    assert module.warp_trainer.policies["shared"].hidden is not None
+    assert module.warp_trainer.algorithm.states["shared"].recurrence.hidden is not None
     assert_same_parameters(plain, module.warp_trainer)
-    assert torch.equal(plain.policies["shared"].hidden, module.warp_trainer.policies["shared"].hidden)
+    assert torch.equal(plain.algorithm.states["shared"].recurrence.hidden, module.warp_trainer.algorithm.states["shared"].recurrence.hidden)
 
 
 def test_two_policy_tag_from_a_built_trainer_matches_the_plain_trainer(tmp_path):
@@ -204,11 +204,9 @@ def test_bad_setups_fail_with_a_clear_message(tmp_path):
 def test_the_backend_must_keep_its_arrays_where_lightning_trains():
     """Matched by ``capabilities.memory``, not by name: both shapes of the cpu
     executor go with accelerator='cpu', pycuda with 'gpu'; ``auto`` picks the device's."""
-    from dataclasses import replace
-
     def module(backend):
         base = config()
-        return WarpDriveModule(replace(base, trainer=replace(base.trainer, backend=backend)))
+        return WarpDriveModule(base.model_copy(update={"trainer": base.trainer.model_copy(update={"backend": backend})}))
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     assert module("auto")._config_for(cpu).trainer.backend == "cpu"
@@ -337,7 +335,7 @@ DDP_SCRIPT = textwrap.dedent('''
     import lightning
     from lightning.pytorch.callbacks import Callback
     from warp_drive.training.config import load_config
-    from warp_drive.training.callbacks import CheckpointSaver, MetricsLogger
+    from warp_drive.training.runs.callbacks import CheckpointSaver, MetricsLogger
     from warp_drive.training.lightning import WarpDriveCallbacks, WarpDriveModule
     from warp_drive.training.run import build
 
@@ -393,6 +391,6 @@ def test_ddp_on_two_cpu_processes_matches_the_plain_data_parallel_trainer(tmp_pa
     assert [int(r["global_step"]) for r in written] == [2 * NUM_ENVS * ROLLOUT * i for i in (1, 2)]
     for row, logged in zip(written, ranks[0]["rows"]):
         assert float(row["losses/value_loss/shared"]) == pytest.approx(logged["losses/value_loss/shared"], rel=1e-6)
-    from warp_drive.training.checkpoint import load_latest
+    from warp_drive.training.runs.checkpoint import load_latest
     _, state = load_latest(tmp_path / "run")
     assert state["iteration"] == 2 and len(state["ranks"]) == 2

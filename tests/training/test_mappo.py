@@ -11,6 +11,7 @@ import torch
 from warp_drive.training.config import load_config
 from warp_drive.training.models.central_critic import CentralCritic
 from warp_drive.training.policies import policy_obs
+from warp_drive.training.ppo.critic import critic_input
 from warp_drive.training.run import build
 
 
@@ -32,12 +33,12 @@ def test_the_state_critic_reads_the_envs_state_arrays_and_the_agent_index():
         n = len(p.agent_ids)
         assert isinstance(p.model, CentralCritic) and p.model.critic_dim == 5 * env.num_agents + n
         expected = torch.cat([env.state.repeat_interleave(n, dim=0), torch.eye(n).repeat(E, 1)], dim=1)
-        assert torch.equal(trainer._critic_input(p), expected)
+        assert torch.equal(critic_input(trainer.env, p), expected)
     trainer.collect_rollout()
     tagger = trainer.policies["tagger"]
     # The recorded input of the last step is the state before that step: it differs from the state now.
-    assert tagger.buffers["critic_obs"].shape[-1] == tagger.model.critic_dim
-    assert not torch.equal(tagger.buffers["critic_obs"][-1], trainer._critic_input(tagger))
+    assert trainer.rollout.buffers["tagger"]["critic_obs"].shape[-1] == tagger.model.critic_dim
+    assert not torch.equal(trainer.rollout.buffers["tagger"]["critic_obs"][-1], critic_input(trainer.env, tagger))
 
 
 def test_concat_obs_gives_each_agent_all_the_policys_observations():
@@ -45,7 +46,7 @@ def test_concat_obs_gives_each_agent_all_the_policys_observations():
     p = trainer.policies["runner"]
     n, E = len(p.agent_ids), trainer.num_envs
     obs = policy_obs(trainer.env, p).reshape(E, n * p.obs_dim)
-    row = trainer._critic_input(p)[3 * n + 1]  # env 3, the policy's agent 1
+    row = critic_input(trainer.env, p)[3 * n + 1]  # env 3, the policy's agent 1
     assert torch.equal(row[: n * p.obs_dim], obs[3]) and row[n * p.obs_dim + 1] == 1 and row[-n:].sum() == 1
 
 
@@ -92,6 +93,6 @@ def test_agent_id_input_appends_each_agents_one_hot_index_to_what_the_actor_sees
     obs = policy_obs(trainer.env, tagger)
     assert torch.equal(obs[:, width:], torch.eye(n).repeat(E, 1))
     assert tagger.model.critic_dim == n * width + n  # the critic's observations come without the index
-    assert trainer._critic_input(tagger).shape == (E * n, n * width + n)
+    assert critic_input(trainer.env, tagger).shape == (E * n, n * width + n)
     metrics = [trainer.iterate() for _ in range(2)]
     assert all(math.isfinite(m["losses/policy_loss/tagger"]) for m in metrics)

@@ -1,4 +1,4 @@
-"""The up-front memory estimate of a training config (``training/memory_estimate.py``): the pure sizing on its
+"""The up-front memory estimate of a training config (``training/runs/memory.py``): the pure sizing on its
 own, the refusal's message, and ``warp-drive train`` refusing CartPole with ``episode_length=10**9`` at once
 (it allocated a 16 GB log buffer, then would have recorded a billion-step episode for the GIF)."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from warp_drive.backends import get_backend
 from warp_drive.training.config import ConfigError, available_configs, load_config
-from warp_drive.training.memory_estimate import (
+from warp_drive.training.runs.memory import (
     Item,
     MemoryEstimateError,
     PolicySizes,

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.example_envs.dummy_env.dummy_env import DummyEnv
+from example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive.env_wrapper import EnvWrapper
 from warp_drive.registry import register_env
 from warp_drive.training.guards import NonFiniteError
-from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint
+from warp_drive.training.runs.checkpoint import load_checkpoint
+from warp_drive.training.runs.layout import latest_checkpoint
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build
 from warp_drive.training.trainer import Trainer
@@ -93,7 +94,7 @@ def test_skip_mode_drops_the_bad_update_and_keeps_training():
         metrics = trainer.iterate()
     assert metrics["nonfinite/skipped_updates"] == 1.0
     assert_same(before, snapshot(trainer))
-    assert torch.isfinite(trainer.policies["shared"].running_return).all()
+    assert torch.isfinite(trainer.rollout.tallies["shared"].running).all()
     with pytest.warns(RuntimeWarning, match="iteration 3"):  # timesteps 13..20 hold 18 again: skipped again
         metrics = trainer.iterate()
     assert metrics["nonfinite/skipped_updates"] == 2.0

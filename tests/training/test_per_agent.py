@@ -54,7 +54,7 @@ def test_agents_with_their_own_weights_act_differently_on_the_same_observation()
     assert p.per_agent and p.model.actor.actor_trunk[0].weight.shape == (3, 64, 18)
     same = torch.randn(1, 18).repeat(4 * 3, 1)  # every agent of every env sees the same thing
     with torch.no_grad():
-        dist, _ = trainer._forward(p, same)
+        dist, _ = trainer.algorithm.forward(p, same)
     logits = dist.logits[0].reshape(4, 3, 5)
     assert torch.equal(logits[0], logits[3])  # the same agent in two envs: the same weights
     assert not torch.allclose(logits[0, 0], logits[0, 1])  # two agents: different weights

@@ -18,7 +18,7 @@ from warp_drive.registry import register_env
 from warp_drive.training.config import ConfigError, RunConfig, load_config
 from warp_drive.training.policies import policy_obs
 from warp_drive.training.run import build
-from warp_drive.training.sequences import chunk_states, episode_starts, update_units
+from warp_drive.training.ppo.recurrent import chunk_states, episode_starts, update_units
 
 KERNEL = Path(__file__).parents[1] / "kernels" / "memory_cue.cu"
 
@@ -115,23 +115,24 @@ def test_update_units_keep_each_step_of_each_agent_where_the_model_expects_it():
 def test_a_done_env_restarts_from_a_zero_state_and_the_other_envs_keep_theirs():
     trainer = cartpole_gru("trainer.rollout_length=1")  # one step per collect_rollout
     p = trainer.policies["shared"]
-    assert p.hidden.shape == (16, 2, 64) and p.hidden.device == trainer.device
+    hidden = trainer.algorithm.states["shared"].recurrence.hidden
+    assert hidden.shape == (16, 2, 64) and hidden.device == trainer.device
     for _ in range(200):
-        before, obs = p.hidden.clone(), policy_obs(trainer.env, p).clone()
+        before, obs = hidden.clone(), policy_obs(trainer.env, p).clone()
         trainer.collect_rollout()
-        done = trainer.done_buffer[0] > 0
+        done = trainer.rollout.done[0] > 0
         if bool(done.any()) and not bool(done.all()):
             break
     else:
         pytest.fail("no step ended some envs but not all")
     with torch.no_grad():
         _, _, advanced = p.model(obs, before)
-    assert torch.count_nonzero(p.hidden[done]) == 0
-    assert torch.equal(p.hidden[~done], advanced[~done]) and torch.count_nonzero(p.hidden[~done]) > 0
+    assert torch.count_nonzero(hidden[done]) == 0
+    assert torch.equal(hidden[~done], advanced[~done]) and torch.count_nonzero(hidden[~done]) > 0
     with torch.no_grad():  # the done envs' next forward is a forward from the zero state
         now = policy_obs(trainer.env, p)
-        dist, value, _ = p.model(now, p.hidden)
-        fresh_dist, fresh_value, _ = p.model(now, torch.zeros_like(p.hidden))
+        dist, value, _ = p.model(now, hidden)
+        fresh_dist, fresh_value, _ = p.model(now, torch.zeros_like(hidden))
     assert torch.equal(dist.logits[0][done], fresh_dist.logits[0][done]) and torch.equal(value[done], fresh_value[done])
 
 
@@ -148,8 +149,8 @@ def test_replayed_chunks_give_the_behaviour_log_probs_across_episode_ends(varian
         trainer.iterate()
     trainer.collect_rollout()
     p = trainer.policies["shared"]
-    buf = p.buffers
-    batch = trainer.policy_batch(p, buf["values"], buf["values"], buf["values"])
+    buf = trainer.rollout.buffers[p.tag]
+    batch = trainer.algorithm.batch(p, buf["values"], buf["values"], buf["values"])
     assert bool(batch.starts[:, 1:].any()), "some chunk should cross an episode end"
     with torch.no_grad():
         dist, _ = p.model.unroll(batch.obs, batch.hidden, batch.starts)
@@ -171,7 +172,7 @@ def test_a_resumed_recurrent_run_continues_exactly_from_its_hidden_states():
     b.iterate()
     for x, y in zip(a.policies["shared"].model.parameters(), b.policies["shared"].model.parameters()):
         assert torch.equal(x, y)
-    assert torch.equal(a.policies["shared"].hidden, b.policies["shared"].hidden)
+    assert torch.equal(a.algorithm.states["shared"].recurrence.hidden, b.algorithm.states["shared"].recurrence.hidden)
 
 
 # ---------------------------------------------------------------------- what is refused

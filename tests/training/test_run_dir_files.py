@@ -11,7 +11,7 @@ import pytest
 from shared_runs import tiny_cartpole
 from warp_drive.training.config import RunError
 from warp_drive.training.run import train
-from warp_drive.training.run_dirs import RunLock
+from warp_drive.training.runs.dirs import RunLock
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def _poison(run_dir):
     """Every weight of the newest checkpoint made NaN, as a diverged run would leave them."""
     import torch
 
-    from warp_drive.training.checkpoint import latest_checkpoint
+    from warp_drive.training.runs.layout import latest_checkpoint
 
     path = latest_checkpoint(run_dir)
     state = torch.load(path, weights_only=True)
@@ -80,7 +80,7 @@ def _poison(run_dir):
 
 
 def test_evaluate_refuses_a_checkpoint_with_nan_weights_naming_it(run_copy):
-    from warp_drive.training.checkpoint import CheckpointError
+    from warp_drive.training.runs.checkpoint import CheckpointError
     from warp_drive.training.run import evaluate
 
     path, _ = _poison(run_copy)
@@ -89,7 +89,8 @@ def test_evaluate_refuses_a_checkpoint_with_nan_weights_naming_it(run_copy):
 
 
 def test_a_checkpoint_with_nan_weights_is_not_saved_and_latest_is_kept(run_copy):
-    from warp_drive.training.checkpoint import CheckpointError, latest_checkpoint, save_checkpoint
+    from warp_drive.training.runs.checkpoint import CheckpointError, save_checkpoint
+    from warp_drive.training.runs.layout import latest_checkpoint
 
     before = latest_checkpoint(run_copy)
     _, state = _poison(run_copy)
@@ -103,7 +104,8 @@ def test_a_checkpoint_env_array_of_another_shape_or_dtype_is_refused_naming_it(r
     """A single value used to be broadcast over the env array, and float64 cast into int32, silently."""
     import torch
 
-    from warp_drive.training.checkpoint import CheckpointError, latest_checkpoint
+    from warp_drive.training.runs.checkpoint import CheckpointError
+    from warp_drive.training.runs.layout import latest_checkpoint
 
     path = latest_checkpoint(run_copy)
     state = torch.load(path, weights_only=True)

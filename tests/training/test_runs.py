@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from warp_drive.cli import main
-from warp_drive.training.checkpoint import load_checkpoint
+from warp_drive.training.runs.checkpoint import load_checkpoint
 from warp_drive.training.config import ConfigError, load_config
 from warp_drive.training.run import train
 

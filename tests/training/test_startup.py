@@ -146,7 +146,7 @@ def test_update_threads_follow_warp_drive_torch_update_threads(monkeypatch, sett
     trainer = build(load_config("cartpole", ["trainer.backend=cpu", "trainer.num_envs=4", "trainer.rollout_length=8",
                                              "trainer.total_steps=64"]))
     before, seen = torch.get_num_threads(), []
-    learn = trainer.learn
-    monkeypatch.setattr(trainer, "learn", lambda *a: (seen.append(torch.get_num_threads()), learn(*a))[1])
+    update = trainer.algorithm.update
+    monkeypatch.setattr(trainer.algorithm, "update", lambda *a: (seen.append(torch.get_num_threads()), update(*a))[1])
     trainer.iterate()
     assert seen == [expected] and torch.get_num_threads() == before

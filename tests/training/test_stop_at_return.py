@@ -7,7 +7,7 @@ import csv
 
 import pytest
 
-from warp_drive.training.checkpoint import load_checkpoint
+from warp_drive.training.runs.checkpoint import load_checkpoint
 from warp_drive.training.config import ConfigError, load_config
 from warp_drive.training.run import train
 

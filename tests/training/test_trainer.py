@@ -13,7 +13,8 @@ import pytest
 import torch
 from PIL import Image
 
-from warp_drive.training.checkpoint import latest_checkpoint, load_checkpoint
+from warp_drive.training.runs.checkpoint import load_checkpoint
+from warp_drive.training.runs.layout import latest_checkpoint
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build, evaluate, limit_torch_threads, train
 
@@ -182,10 +183,10 @@ def test_team_return_is_the_sum_of_the_agents_episode_returns_per_policy():
     T, E = trainer.rollout_length, trainer.num_envs
     trainer.collect_rollout()
     metrics = trainer.episode_metrics(reset=False)
-    done = (trainer.done_buffer > 0).tolist()
+    done = (trainer.rollout.done > 0).tolist()
     for tag, p in trainer.policies.items():
         n = len(p.agent_ids)
-        team = p.buffers["rewards"].reshape(T, E, n).sum(-1).tolist()
+        team = trainer.rollout.buffers[p.tag]["rewards"].reshape(T, E, n).sum(-1).tolist()
         finished, running = [], [0.0] * E  # every env starts an episode with the rollout (a fresh trainer)
         for t in range(T):
             for e in range(E):
@@ -211,7 +212,7 @@ def test_value_normalization_keeps_the_value_loss_on_one_scale_and_resumes_exact
     metrics = [trainer.iterate() for _ in range(3)]
     scaled = metrics[0]["losses/value_loss/shared"]
     assert raw > 50 and scaled < 5, (raw, scaled)
-    norm = trainer.policies["shared"].value_norm
+    norm = trainer.algorithm.states["shared"].value_norm
     assert float(norm.count) == 3 * 16 * 64 and float(norm.mean) < -10  # the returns seen, in return units
     # A checkpoint after the first iteration continues exactly (the statistics are in it).
     first = pendulum("policy.shared.value_normalization=true")
@@ -223,4 +224,4 @@ def test_value_normalization_keeps_the_value_loss_on_one_scale_and_resumes_exact
     later = [resumed.iterate() for _ in range(2)]
     for x, y in zip(metrics[1:], later):
         assert x["losses/value_loss/shared"] == y["losses/value_loss/shared"]
-    assert torch.equal(resumed.policies["shared"].value_norm.mean, norm.mean)
+    assert torch.equal(resumed.algorithm.states["shared"].value_norm.mean, norm.mean)

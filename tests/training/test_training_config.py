@@ -6,7 +6,6 @@ No torch and no kernels: everything here runs in well under a second.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 
 import pytest
@@ -346,13 +345,14 @@ def test_resolved_configs_list_only_their_algorithms_keys():
 
 def test_each_key_has_one_default():
     """The keys every algorithm reads are PolicyConfig's fields, inherited (not re-declared) by each type."""
-    common = {f.name: f for f in dataclasses.fields(PolicyConfig)}
+    common = PolicyConfig.model_fields
     assert set(common) == {"algorithm", "gamma", "lr", "max_grad_norm", "to_train"}
     for cls in (OnPolicyConfig, DDPGPolicyConfig):
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        assert all(fields[k] is common[k] for k in common if k != "algorithm"), cls
+        declared_here = set(vars(cls)["__annotations__"])
+        assert declared_here & set(common) == {"algorithm"} or declared_here & set(common) == set(), cls
+        assert all(cls.model_fields[k].default == common[k].default for k in common if k != "algorithm"), cls
     assert (OnPolicyConfig().algorithm, DDPGPolicyConfig().algorithm) == ("PPO", "DDPG")
-    assert not DDPG_ONLY & {f.name for f in dataclasses.fields(OnPolicyConfig)}
+    assert not DDPG_ONLY & set(OnPolicyConfig.model_fields)
     with pytest.raises(TypeError, match="OnPolicyConfig"):
         PolicyConfig()
 
@@ -402,12 +402,12 @@ def test_a_config_yaml_saved_before_the_split_still_loads():
 
 
 def test_a_run_saved_before_the_split_resumes(tmp_path):
-    """run.resumed_config (what `train --resume` reads) on an old run directory's config.yaml."""
-    from warp_drive.training import run  # imports torch: only this test
+    """runs.config_file.resumed_config (what `train --resume` reads) on an old run directory's config.yaml."""
+    from warp_drive.training.runs.config_file import resumed_config, saved_config
 
     (tmp_path / "config.yaml").write_text(old_config_yaml())
-    saved = run.saved_config(tmp_path)
-    resumed = run.resumed_config(tmp_path, RunConfig.from_dict(apply_overrides(saved, ["trainer.total_steps=2048"])))
+    saved = saved_config(tmp_path)
+    resumed = resumed_config(tmp_path, RunConfig.from_dict(apply_overrides(saved, ["trainer.total_steps=2048"])))
     assert resumed.trainer.total_steps == 2048
     assert resumed.policy == RunConfig.from_dict(minimal()).policy
 

@@ -15,9 +15,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from warp_drive.training import checkpoint as ckpt
 from warp_drive.training import models
-from warp_drive.training.metrics import MetricsWriter, Progress, format_summary, format_value
+from warp_drive.training.runs import checkpoint as ckpt
+from warp_drive.training.runs import dirs, layout
+from warp_drive.training.runs.metrics import MetricsWriter, Progress, format_summary, format_value
 from warp_drive.training.schedules import Schedule
 
 try:
@@ -383,7 +384,7 @@ class TestMetrics:
         pytest.importorskip("tensorboard")
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-        from warp_drive.training.loggers import TensorBoardLogger
+        from warp_drive.training.runs.loggers import TensorBoardLogger
 
         tb = TensorBoardLogger(tmp_path)
         assert tb.tb is not None
@@ -400,7 +401,7 @@ class TestMetrics:
         import sys
         import warnings
 
-        from warp_drive.training import loggers
+        from warp_drive.training.runs import loggers
 
         monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # import now raises ImportError
         monkeypatch.setattr(loggers, "_TB_WARNED", False)
@@ -453,8 +454,8 @@ class TestCheckpoint:
         assert p1 == run / "checkpoints" / "ckpt_000001.pt" and p10.name == "ckpt_000010.pt"
         assert sorted(os.listdir(run / "checkpoints")) == ["ckpt_000001.pt", "ckpt_000010.pt", "latest"]
         assert (run / "checkpoints" / "latest").read_text().strip() == "ckpt_000010.pt"
-        assert ckpt.latest_checkpoint(run) == p10
-        assert ckpt.list_checkpoints(run) == [p1, p10]
+        assert layout.latest_checkpoint(run) == p10
+        assert layout.list_checkpoints(run) == [p1, p10]
         state = ckpt.load_checkpoint(run)  # a run dir -> its latest
         assert state["iteration"] == 10 and torch.equal(state["w"], torch.arange(4))
         assert ckpt.load_checkpoint(p1)["iteration"] == 1
@@ -465,18 +466,18 @@ class TestCheckpoint:
         with pytest.raises(Exception):
             ckpt.save_checkpoint(tmp_path, 2, {"bad": lambda: None})  # lambdas do not pickle
         assert sorted(os.listdir(tmp_path / "checkpoints")) == ["ckpt_000001.pt", "latest"]
-        assert ckpt.latest_checkpoint(tmp_path).name == "ckpt_000001.pt"
+        assert layout.latest_checkpoint(tmp_path).name == "ckpt_000001.pt"
 
     def test_stale_pointer_falls_back(self, tmp_path):
         ckpt.save_checkpoint(tmp_path, 3, {"i": 3})
         last = ckpt.save_checkpoint(tmp_path, 7, {"i": 7})
         last.unlink()
-        assert ckpt.latest_checkpoint(tmp_path).name == "ckpt_000003.pt"
+        assert layout.latest_checkpoint(tmp_path).name == "ckpt_000003.pt"
         (tmp_path / "checkpoints" / "latest").unlink()
         assert ckpt.load_checkpoint(tmp_path)["i"] == 3
 
     def test_errors(self, tmp_path):
-        assert ckpt.latest_checkpoint(tmp_path) is None
+        assert layout.latest_checkpoint(tmp_path) is None
         with pytest.raises(FileNotFoundError, match="has no checkpoint"):
             ckpt.load_checkpoint(tmp_path)
         with pytest.raises(FileNotFoundError, match="no checkpoint or run directory"):
@@ -496,18 +497,18 @@ class TestCheckpoint:
         for run, t in stamps.items():
             for p in (run / "config.yaml", run / "checkpoints", run):
                 os.utime(p, (t, t))
-        assert ckpt.resolve_run_dir("latest", base) == old
+        assert dirs.resolve_run_dir("latest", base) == old
         os.utime(new / "config.yaml", (5000, 5000))
-        assert ckpt.resolve_run_dir("latest", base) == new
-        assert set(ckpt.find_run_dirs(base)) == {old, new, other}
-        assert ckpt.resolve_run_dir(str(other), base) == other
-        assert ckpt.resolve_run_dir("gridworld/exp/20240101-000000", base) == other  # relative to basedir
+        assert dirs.resolve_run_dir("latest", base) == new
+        assert set(dirs.find_run_dirs(base)) == {old, new, other}
+        assert dirs.resolve_run_dir(str(other), base) == other
+        assert dirs.resolve_run_dir("gridworld/exp/20240101-000000", base) == other  # relative to basedir
         with pytest.raises(FileNotFoundError, match="does not exist"):
-            ckpt.resolve_run_dir(str(tmp_path / "nope"), base)
+            dirs.resolve_run_dir(str(tmp_path / "nope"), base)
         with pytest.raises(FileNotFoundError, match="no run directory"):
-            ckpt.resolve_run_dir("latest", base / "not_a_run")
+            dirs.resolve_run_dir("latest", base / "not_a_run")
         with pytest.raises(FileNotFoundError, match="does not exist"):
-            ckpt.resolve_run_dir("latest", tmp_path / "missing")
+            dirs.resolve_run_dir("latest", tmp_path / "missing")
 
 
 # ====================================================================== rendering

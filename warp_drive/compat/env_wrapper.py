@@ -13,7 +13,11 @@ env object it wraps.
 (WarpDrive's "cpu" meant its Python step; call ``env_obj.step(actions)``
 directly for that). A WarpDrive-style env object (gym-style class whose
 ``step()`` launches ``Cuda<Name>Step``) is translated by
-:mod:`warp_drive.compat.envs`.
+:mod:`warp_drive.compat.envs` (:class:`~warp_drive.compat.envs.WarpDriveEnv`), and
+stepped through its step binding
+(:class:`~warp_drive.compat.envs.WarpDriveStepBinding`, given to the core
+wrapper as ``step_binding=``): its own ``step()`` launches its kernel, and its
+first episode starts from the state of its Python ``reset()``.
 
 Every core wrapper counts as an instance of this class
 (``isinstance(build(config).env, warp_drive.env_wrapper.EnvWrapper)``): a
@@ -27,7 +31,7 @@ import warnings
 from typing import Any
 
 from warp_drive import wrapper
-from warp_drive.compat.envs import as_environment, is_warpdrive_env
+from warp_drive.compat.envs import WarpDriveEnv, WarpDriveStepBinding, as_environment, is_warpdrive_env
 from warp_drive.compat.managers import CUDAFunctionManager
 from warp_drive.data_manager import DataManager
 from warp_drive.environment import Environment
@@ -188,8 +192,10 @@ class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
         backend_name = resolve_backend_name(backend, env_backend, use_cuda)  # bad names fail before any build
         chosen = _choose_env(env, env_obj, env_name, env_config, env_registrar)
         self.process_id = int(process_id)
+        binding = WarpDriveStepBinding() if isinstance(chosen, WarpDriveEnv) else None  # None: the contract's
         super().__init__(chosen, 1 if num_envs is None else num_envs, backend_name, blocks_per_env, seed,
-                         reset_pool_size=reset_pool_size, validate_actions=validate_actions, defines=defines)
+                         reset_pool_size=reset_pool_size, validate_actions=validate_actions, defines=defines,
+                         step_binding=binding)
         self.cuda_function_feed = FunctionFeed(self.data_manager)
         # As WarpDrive's wrapper did: the env object holds the managers its kernel runs on
         # (WarpDrive programs write env_wrapper.env.cuda_data_manager, ...).
@@ -227,9 +233,8 @@ class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
         super().reset_all_envs()
         if not first_call:
             return {}
-        first = self.env.first_observations
-        if first is not None:
-            return first
+        if isinstance(self.env, WarpDriveEnv):
+            return self.env.first_observations
         obs = self.data_manager.pull_data_from_device("observations")
         return {agent: obs[0, agent] for agent in range(self.num_agents)}
 

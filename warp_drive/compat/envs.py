@@ -28,7 +28,9 @@ pools, validation) and only dispatches:
   the class attribute ``cuda_source``) with WarpDrive's helper names
   (:func:`warp_drive.compat.cuda_build.build_warpdrive_source`), and handed to
   the env through ``initialize_step_function_context``; the wrapper's step is
-  the env's own ``step()`` (the ``bind_step`` hook of ``EnvWrapper``).
+  the env's own ``step()`` (:class:`WarpDriveStepBinding`, the step binding
+  WarpDrive's ``EnvWrapper`` gives the core one for such an env, which also
+  starts the first episode from the state of the env's ``reset()``).
 
 Deliberate differences from WarpDrive (reference §9):
 
@@ -58,6 +60,7 @@ from warp_drive.compat.managers import warpdrive_cast
 from warp_drive.data_feed import DataFeed
 from warp_drive.environment import THREADS_PER_AGENT, Environment
 from warp_drive.function_manager import FunctionFeed
+from warp_drive.wrapper import StepBinding
 
 OBSERVATIONS, ACTIONS, REWARDS = "observations", "sampled_actions", "rewards"
 # The value of a WarpDrive env's env_backend under which its step() launches the kernel.
@@ -131,14 +134,6 @@ class WarpDriveEnv(Environment):
     """
 
     thread_layout = THREADS_PER_AGENT
-    # The pools are the env's own (get_reset_pool_dictionary); EnvWrapper.reseed
-    # re-seeds the draws but cannot redraw them.
-    redraw_reset_pools = False
-    # The pushed arrays are the state of the Python reset() that gave the first
-    # observations: EnvWrapper starts the first episode from them, as WarpDrive
-    # did, rather than from a device reset (which would draw pool rows the
-    # first observations do not describe).
-    host_first_reset = True
 
     def __init__(self, env: Any, env_registrar: Any = None):
         missing = [a for a in _REQUIRED if not hasattr(env, a)]
@@ -161,7 +156,8 @@ class WarpDriveEnv(Environment):
         self.env_registrar = env_registrar
         self._actions = self._action_spaces(env.action_space)
         # One reset; the state arrays are read after it (get_data_dictionary), so
-        # the observations pushed below describe that very state.
+        # the observations pushed below describe that very state. What WarpDrive's
+        # EnvWrapper.reset_all_envs() returns the first time.
         self.first_observations = env.reset()
         self._obs = self._observation_array(self.first_observations)
         self._observations = AgentSpaces(
@@ -237,7 +233,9 @@ class WarpDriveEnv(Environment):
     # ------------------------------------------------------------ data
     def get_data_dictionary(self, num_envs: int) -> DataFeed:
         """The env's arrays with WarpDrive's env-dimension convention, its pools and the
-        placeholders it did not declare, cast to 32 bits as WarpDrive did (with a warning)."""
+        placeholders it did not declare, cast to 32 bits as WarpDrive did (with a warning).
+        The pools are the env's own (``get_reset_pool_dictionary``), pushed here: ``EnvWrapper.reseed``
+        re-seeds their draws and leaves them as they are."""
         env = self.warpdrive_env
         declared: dict[str, dict] = {}
         for method in ("get_data_dictionary", "get_tensor_dictionary", "get_reset_pool_dictionary"):
@@ -298,11 +296,34 @@ class WarpDriveEnv(Environment):
     def cuda_source_path(self) -> Path:  # type: ignore[override]
         return self._source
 
-    def bind_step(self, wrapper) -> Any:
-        """EnvWrapper's hook: build the env's module, give the env its kernel, return its ``step``."""
-        fm = wrapper.function_manager
-        build_warpdrive_source(fm, self._source, defines=wrapper.defines or None)
-        env = self.warpdrive_env
+    # ------------------------------------------------------------ reference
+    def reference_step(self, arrays: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError(
+            f"{self.name} is a WarpDrive-style env: its reference is its Python step(actions); compare it with "
+            "warp_drive.env_cpu_gpu_consistency_checker.EnvironmentCPUvsGPU"
+        )
+
+
+class WarpDriveStepBinding(StepBinding):
+    """How the core ``EnvWrapper`` steps and first starts a :class:`WarpDriveEnv` (given by WarpDrive's
+    ``EnvWrapper`` as ``step_binding=``): the env's step is its own ``step()``, which launches its kernel.
+
+    * ``bind``: the env's ``.cu`` built with WarpDrive's helper names
+      (:func:`~warp_drive.compat.cuda_build.build_warpdrive_source`), its ``env_backend`` set to the kernel
+      mode, its kernel handed over through ``initialize_step_function_context`` (or set as WarpDrive's
+      context did), and ``step()`` returned as the step launch;
+    * ``host_first_reset``: the pushed arrays are the state of the Python ``reset()`` that gave the first
+      observations, so the first episode starts from them, as WarpDrive's did, rather than from a device
+      reset (which would draw pool rows the first observations do not describe).
+    """
+
+    host_first_reset = True
+
+    def bind(self, wrapper: Any) -> tuple[Any, list]:
+        adapted: WarpDriveEnv = wrapper.env
+        name, kernel, fm = adapted.name, adapted.step_kernel, wrapper.function_manager
+        build_warpdrive_source(fm, adapted.cuda_source_path(), defines=wrapper.defines or None)
+        env = adapted.warpdrive_env
         if hasattr(env, "env_backend"):
             env.env_backend = KERNEL_STEP_BACKEND
         feed = FunctionFeed(wrapper.data_manager)
@@ -312,32 +333,24 @@ class WarpDriveEnv(Environment):
                 cuda_data_manager=wrapper.data_manager,
                 cuda_function_manager=fm,
                 cuda_step_function_feed=feed,
-                step_function_name=self.step_kernel,
+                step_function_name=kernel,
             )
             if ready is False:
-                raise RuntimeError(f"{self.name}.initialize_step_function_context() failed for {self.step_kernel}")
+                raise RuntimeError(f"{name}.initialize_step_function_context() failed for {kernel}")
         else:
             env.cuda_data_manager, env.cuda_function_manager = wrapper.data_manager, fm
             env.cuda_step_function_feed = feed
-            env.cuda_step = fm.get_function(self.step_kernel)
+            env.cuda_step = fm.get_function(kernel)
 
         def step() -> None:
             result = env.step()
             if result is not None:
                 raise RuntimeError(
-                    f"{self.name}.step() returned {type(result).__name__}; in kernel mode it launches "
-                    f"{self.step_kernel} and returns None. Is its step() keyed on env_backend == "
-                    f"{KERNEL_STEP_BACKEND!r}?"
+                    f"{name}.step() returned {type(result).__name__}; in kernel mode it launches "
+                    f"{kernel} and returns None. Is its step() keyed on env_backend == {KERNEL_STEP_BACKEND!r}?"
                 )
 
-        return step
-
-    # ------------------------------------------------------------ reference
-    def reference_step(self, arrays: dict[str, np.ndarray]) -> None:
-        raise NotImplementedError(
-            f"{self.name} is a WarpDrive-style env: its reference is its Python step(actions); compare it with "
-            "warp_drive.env_cpu_gpu_consistency_checker.EnvironmentCPUvsGPU"
-        )
+        return step, []  # the env's step() picks its own arguments: no names of ours to check
 
 
 def as_environment(env: Any, env_config: dict | None = None, env_registrar: Any = None) -> Environment:

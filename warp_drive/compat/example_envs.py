@@ -3,7 +3,7 @@
 In WarpDrive each example env came twice: a Python class stepped by its own
 ``step(actions)`` (``TagGridWorld``) and a subclass whose ``step()`` launched
 the CUDA kernel (``CUDATagGridWorld``). Here one class is both: this project's
-:class:`~warp_drive.example_envs.tag_gridworld.tag_gridworld.TagGridWorld`
+:class:`~example_envs.tag_gridworld.tag_gridworld.TagGridWorld`
 declares its kernel for ``EnvWrapper`` and carries the NumPy reference that its
 single-env ``reset()``/``step(actions)`` run
 (:class:`~warp_drive.environment.Environment`). WarpDrive's ``CUDATagGridWorld`` is
@@ -21,9 +21,11 @@ therefore a thin subclass that adds only what WarpDrive programs read from it:
   accepts the upload when it equals the built-in table and refuses a
   different one (the kernel could not use it).
 
-The example env module re-exports the name lazily (a module ``__getattr__``),
-so ``from example_envs.tag_gridworld.tag_gridworld import CUDATagGridWorld``
-works as written while the module itself stays free of WarpDrive code.
+``from example_envs.tag_gridworld.tag_gridworld import CUDATagGridWorld`` works
+as written: pyproject.toml declares this class as an entry point in the group
+named after that module, whose ``__getattr__`` loads it when asked for
+(:func:`warp_drive.registry.module_extension`), so the example env module
+stays free of WarpDrive code and never imports compat.
 
 WarpDrive 2.7.1 has no ``CUDATagContinuous``: its ``TagContinuous`` was one
 dual-mode class (Python step or kernel by ``env_backend``), and WarpDrive
@@ -36,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from warp_drive.example_envs.tag_gridworld.tag_gridworld import MOVES, TagGridWorld
+from example_envs.tag_gridworld.tag_gridworld import MOVES, TagGridWorld
 
 __all__ = ["CUDATagGridWorld", "KERNEL_BUILTIN_CONSTANTS"]
 

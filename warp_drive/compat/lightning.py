@@ -45,9 +45,9 @@ from typing import Any
 import lightning.pytorch as pl
 
 from warp_drive.compat.trainer import Trainer, TrainerDDPG
-from warp_drive.training import lightning_module
-from warp_drive.training.lightning_module import LIGHTNING_PACKAGES, over_lightning_package
-from warp_drive.training.algorithm_table import uses_ddpg
+from warp_drive.training.lightning import module as lightning_module
+from warp_drive.training.lightning.module import LIGHTNING_PACKAGES, over_lightning_package
+from warp_drive.training.algorithm import uses_ddpg
 from warp_drive.training.config import RunConfig
 from warp_drive.training.run import build, due
 from warp_drive.wrapper import EnvWrapper
@@ -131,8 +131,7 @@ class WarpDriveModuleMixin:
         """Reset every env and drop the partial episode returns (``CUDACallback`` does this at train start)."""
         warp = self.warp_trainer
         warp.env.reset_all_envs()
-        for p in warp.policies.values():
-            p.running_return.zero_()
+        warp.rollout.forget_partial_episodes()
 
     def fetch_episode_states(self, *args, **kwargs):
         """The warp_drive ``Trainer.fetch_episode_states`` (WarpDrive's module had it; the animation uses it)."""

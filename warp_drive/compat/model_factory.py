@@ -25,7 +25,7 @@ Two differences, on purpose:
 WarpDrive's built-in keys resolve to this project's networks: ``fully_connected``
 to :class:`~warp_drive.training.models.ActorCritic`, and DDPG's
 ``fully_connected_actor`` / ``fully_connected_action_value_critic`` both to
-:class:`~warp_drive.training.ddpg_networks.DDPGModel`, which holds the actor, the critic
+:class:`~warp_drive.training.ddpg.networks.DDPGModel`, which holds the actor, the critic
 and their target networks in one module (a DDPG policy's config names its
 ``actor`` and ``critic`` sizes; the run-config translator maps them).
 """
@@ -36,7 +36,7 @@ import importlib
 import inspect
 
 from warp_drive.training import models
-from warp_drive.training.ddpg_networks import DDPGModel
+from warp_drive.training.ddpg.networks import DDPGModel
 
 # WarpDrive's reserved keys that are not entries of our registry.
 _DDPG_KEYS = ("fully_connected_actor", "fully_connected_action_value_critic")

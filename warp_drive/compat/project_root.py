@@ -50,7 +50,7 @@ checkout (or site-packages), and its programs read files under it by path:
   templates), WarpDrive's own tutorial assets (its pretrained ``.state_dict``
   weights -- binary files of WarpDrive's -- its figures and its copy of the run
   config) and ``example_envs/**/*.cu`` (WarpDrive's kernels; this project's
-  example envs, with their own kernels, are ``warp_drive.example_envs``).
+  example envs, with their own kernels, are the installed package ``example_envs``).
   :func:`not_shipped` says so for a path a program asked for.
 
 The directory is ``<build cache>/warpdrive_project_root/<hash of the shipped
@@ -387,7 +387,7 @@ NOT_SHIPPED: dict[str, str] = {
                                  "<warp_drive/compat/warpdrive.h>, and test_build.cu (this project's, provided) "
                                  "builds for the loading function manager's sizes, blocks_per_env included",
     "example_envs/": "WarpDrive's example env sources are not shipped under this root: this project's example envs "
-                     "are the package warp_drive.example_envs, with their own kernels next to their classes",
+                     "are the installed package example_envs, with their own kernels next to their classes",
 }
 
 

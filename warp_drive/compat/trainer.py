@@ -1,11 +1,11 @@
 """WarpDrive 2.7's ``Trainer``, ``TrainerA2C`` and ``TrainerDDPG``: its keywords and methods
 (:mod:`warp_drive.compat.trainer_methods`) over this project's
-:class:`~warp_drive.training.ppo_trainer.PPOTrainer` and
+:class:`~warp_drive.training.ppo.PPOTrainer` and
 :class:`~warp_drive.training.ddpg.DDPGTrainer`.
 
 As WarpDrive's example script picked ``TrainerDDPG`` from the policies'
 algorithm, ``Trainer(env_wrapper, config=...)`` builds a :class:`TrainerDDPG`
-when the config's policies use DDPG (``training/algorithm_table.py`` decides).
+when the config's policies use DDPG (``training/algorithm.py`` decides).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, Mapping
 import torch
 
 from warp_drive.compat.trainer_methods import PerfStats, WarpDriveTrainerMethods
-from warp_drive.training.algorithm_table import uses_ddpg
-from warp_drive.training.checkpoint import _atomic_write
+from warp_drive.training.algorithm import uses_ddpg
+from warp_drive.training.runs.checkpoint import atomic_write as _atomic_write
 from warp_drive.training.ddpg import DDPGTrainer
-from warp_drive.training.ppo_trainer import PPOTrainer
+from warp_drive.training.ppo import PPOTrainer
 
 __all__ = ["Trainer", "TrainerA2C", "TrainerDDPG", "PerfStats"]
 

@@ -26,11 +26,14 @@ from warp_drive.compat.project_root import not_shipped
 from warp_drive.compat.run_config import is_warpdrive_config, translate
 from warp_drive.compat.weights import convert, is_warpdrive_state
 from warp_drive.training import run
-from warp_drive.training.callbacks import Callback
-from warp_drive.training.checkpoint import _atomic_write, _load_file, load_checkpoint
 from warp_drive.training.config import RunConfig
 from warp_drive.training.distributed import Distributed, launched_by_torchrun
 from warp_drive.training.distributed import init as init_distributed
+from warp_drive.training.runs.callbacks import Callback
+from warp_drive.training.runs.checkpoint import atomic_write as _atomic_write
+from warp_drive.training.runs.checkpoint import load_checkpoint
+from warp_drive.training.runs.checkpoint import load_checkpoint_file as _load_file
+from warp_drive.training.runs.dirs import new_run_dir
 from warp_drive.wrapper import EnvWrapper
 
 
@@ -146,7 +149,7 @@ class WarpDriveTrainerMethods:
         """The results directory, ``<saving.basedir>/<saving.name>/<saving.tag>/<results_dir or timestamp>``,
         made on first use (a Trainer that is never trained or saved writes nothing)."""
         if self._save_dir is None:
-            self._save_dir = run.new_run_dir(self.config, self.results_dir)
+            self._save_dir = new_run_dir(self.config, self.results_dir)
         return self._save_dir
 
     def _check_open(self) -> None:
@@ -169,8 +172,7 @@ class WarpDriveTrainerMethods:
         """
         self._check_open()
         self.env.reset_all_envs()
-        for p in self.policies.values():
-            p.running_return.zero_()
+        self.rollout.forget_partial_episodes()
         dist = self.distributed
         if dist is None or dist.world_size == 1:
             return run.train_trainer(self, self.save_dir, [WarpDriveOutputs()])
@@ -418,8 +420,7 @@ class WarpDriveTrainerMethods:
         (Nothing here would leak without it: device memory is torch's; it is kept for WarpDrive programs.)"""
         if self._closed:
             return
-        for p in self.policies.values():
-            p.buffers.clear()
+        self.rollout.buffers.clear()
         self.sampler = None
         self._closed = True
         if self.verbose:

@@ -14,9 +14,11 @@ reading a config or listing shipped configs does not import torch.
 * ``ppo``, ``ppo_trainer``: GAE and the A2C / PPO update as pure functions, and ``PPOTrainer`` over the rollout
 * ``ddpg``, ``ddpg_networks``: ``DDPGTrainer`` over the same rollout, and its networks, replay buffer and losses
 * ``guards``: NaN/inf checks around an update; ``algorithm_table``: the trainer class of each algorithm
-* ``metrics``, ``checkpoint``: CSV/TensorBoard logs, checkpoints (episode GIFs: ``warp_drive.rendering``)
-* ``run``: ``train()`` and ``evaluate()``
-* ``lightning``: ``WarpDriveModule`` / ``RolloutDataModule`` for ``lightning.Trainer`` (extra ``lightning``)
+* ``run``: ``train()`` and ``evaluate()``, ``build()`` and the training loop (``run_loop``)
+* ``runs/``: what a run writes and reads around the loop: its directory and ``config.yaml``, checkpoints,
+  ``metrics.csv``/TensorBoard/W&B, the callbacks, the up-front memory check (episode GIFs: ``warp_drive.rendering``)
+* ``autoscale/``: ``auto_scale()``, the ``num_envs`` that trains fastest within a memory budget, by probing
+* ``lightning/``: ``WarpDriveModule`` / ``RolloutDataModule`` for ``lightning.Trainer`` (extra ``lightning``)
 * ``trainer``, ``trainers``, ``utils``, ``pytorch_lightning``: WarpDrive 2.7's import paths, re-exports of
   ``warp_drive.compat`` (see ``docs/migrating_from_warpdrive.md``)
 """

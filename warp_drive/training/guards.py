@@ -50,21 +50,22 @@ _ARRAY_NAMES = {"rewards": "rewards", "obs": "observations", "final_obs": "obser
                 "values": "value predictions"}
 
 
-def describe_nonfinite_rollout(policies: Iterable[Any]) -> str | None:
+def describe_nonfinite_rollout(policies: Iterable[Any], buffers: dict[str, dict[str, torch.Tensor]]) -> str | None:
     """None when every checked buffer of the last rollout is finite, else where the first
     non-finite value is and what likely made it.
 
     Checks each policy's ``rewards``, ``obs``, ``final_obs`` and (when it has
-    them) ``values`` buffers: one reduction per buffer and one host sync in all.
+    them) ``values`` buffers (``buffers[tag]``, the rollout's): one reduction per
+    buffer and one host sync in all.
     """
-    checks = [(p, key, torch.isfinite(p.buffers[key]).all())
-              for p in policies for key in _ARRAY_NAMES if key in p.buffers]
+    checks = [(p, key, torch.isfinite(buffers[p.tag][key]).all())
+              for p in policies for key in _ARRAY_NAMES if key in buffers[p.tag]]
     if bool(torch.stack([flag for _, _, flag in checks]).all()):
         return None
     for p, key, flag in checks:
         if bool(flag):
             continue
-        data = p.buffers[key]
+        data = buffers[p.tag][key]
         bad = ~torch.isfinite(data)
         where = [int(i) for i in torch.nonzero(bad)[0]]
         step, row = where[0], where[1]
@@ -81,13 +82,6 @@ def describe_nonfinite_rollout(policies: Iterable[Any]) -> str | None:
         return (f"non-finite {array}: {array}{index} = {float(data[tuple(where)])} {when} (policy {p.tag!r}; "
                 f"{int(bad.sum())} non-finite value(s) in this rollout's {array}). Cause: {cause}")
     return "non-finite values in the rollout"  # pragma: no cover - a flag was False above
-
-
-def discard_nonfinite_returns(policies: Iterable[Any]) -> None:
-    """After a skipped rollout, the episode tallies must not carry its NaNs forward."""
-    for p in policies:
-        for tally in (p.running_return, p.finished_return_sum, p.finished_team_sum):
-            tally.copy_(torch.where(torch.isfinite(tally), tally, torch.zeros_like(tally)))
 
 
 def snapshot(policy: Any) -> tuple[dict, dict]:

@@ -1,4 +1,4 @@
-"""Adam for the trainers: torch's fused Adam step, and no ``torch._dynamo`` import.
+"""Adam for the trainers (torch's fused Adam step, and no ``torch._dynamo`` import), and a gradient clip.
 
 Why not ``torch.optim.Adam``: its constructor, ``step`` and ``zero_grad``
 import ``torch._dynamo`` (their ``torch._disable_dynamo`` /
@@ -133,3 +133,16 @@ class Adam(Optimizer):
         torch._foreach_div_(denom, bias_correction2_sqrt)
         torch._foreach_add_(denom, eps)
         torch._foreach_addcdiv_(params, exp_avgs, denom, step_size)
+@torch.no_grad()
+def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``nn.utils.clip_grad_norm_``'s arithmetic (foreach norms, their 2-norm, a scale clamped at 1) on a
+    list of parameters that share a device and dtype, without its per-call grouping and generator walks:
+    a sixth of a small model's minibatch step on a CPU. Returns the total norm before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+    return total
+
+

@@ -1,8 +1,9 @@
-"""A policy: a model, its optimizer and schedules, the agents it drives and its rollout buffers.
+"""A policy: the agents it drives, the env arrays they read and write, its model and its optimizer.
 
 Several policies share one env (e.g. ``tagger`` and ``runner``, or one
 ``shared`` for every agent); :func:`default_policy_map` names their agents
-from the env's agent groups.
+from the env's agent groups. What an algorithm keeps per policy (its learning-rate
+schedules and whatever else it learns with) is the algorithm's own state, not the policy's.
 """
 
 from __future__ import annotations
@@ -14,41 +15,31 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from warp_drive.training.schedules import Schedule
+from warp_drive.data_feed import DataFeed
 from warp_drive.wrapper import EnvWrapper
 
 ENV_ACTIONS = "sampled_actions"  # the env's action array; a policy of only some agents samples into its own
 
 
-@dataclass
+@dataclass(eq=False)
 class Policy:
-    """A policy's model, optimizer, agents and rollout buffers."""
+    """A policy's agents, the arrays they read and write, its model and its optimizer."""
 
     tag: str
-    config: Any
+    config: Any  # the policy's config section
     agent_ids: list[int]
-    index: torch.Tensor
-    obs_dim: int
+    index: torch.Tensor  # agent_ids on the device
+    obs_dim: int  # the width of an observation row as the model reads it
     action_space: spaces.Space
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    lr: Schedule
-    entropy_coef: Schedule
-    action_name: str  # the DataManager array the sampler writes (discrete)
-    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
-    running_return: torch.Tensor | None = None
-    finished_return_sum: torch.Tensor | None = None
-    finished_count: torch.Tensor | None = None
-    finished_team_sum: torch.Tensor | None = None  # episodes' returns summed over the policy's agents
-    value_norm: Any = None  # a ppo.ValueNormalizer when the critic learns normalised returns
+    action_name: str = ENV_ACTIONS  # the DataManager array the sampler writes
     # The kinds (observations, sampled_actions, rewards) this policy's agent group owns, to the array holding
     # them (warp_drive/group_arrays.py); the other kinds are rows ``index`` of the shared arrays.
     owned: dict[str, str] = field(default_factory=dict)
     agent_onehot: torch.Tensor | None = None  # (E * n, n): each row's agent index (critic input, agent_id_input)
     id_in_obs: bool = False  # the observations the model sees end with agent_onehot (agent_id_input)
     per_agent: bool = False  # share: agent -- the model reads (..., n, features), one set of weights per agent
-    hidden: torch.Tensor | None = None  # a recurrent model's state (E * n, K, H) on the device, zero at episode starts
-    sequence_length: int | None = None  # a recurrent model's PPO chunk (training/sequences.py)
 
     @property
     def discrete(self) -> bool:
@@ -63,6 +54,11 @@ class Policy:
         """Whether its actions are copied into rows ``index`` of the env's shared ``sampled_actions``."""
         return "sampled_actions" not in self.owned and not self.covers_all_agents
 
+    def agents_view(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rows of whole envs ``(m * n, ...)`` as a per-agent model reads them, ``(m, n, ...)``; unchanged for a
+        shared one. (Truncation is per env, so the truncated rows of a rollout are whole envs too.)"""
+        return rows.reshape(-1, len(self.agent_ids), *rows.shape[1:]) if self.per_agent else rows
+
 
 def space_signature(space: spaces.Space) -> tuple:
     if isinstance(space, spaces.Box):
@@ -70,6 +66,15 @@ def space_signature(space: spaces.Space) -> tuple:
     if isinstance(space, spaces.MultiDiscrete):
         return ("MultiDiscrete", tuple(space.nvec))
     return ("Discrete", int(space.n))
+
+
+def shared_spaces(env: EnvWrapper, tag: str, agent_ids: list[int]) -> tuple[int, spaces.Space]:
+    """(observation width, action space) that every agent of policy ``tag`` shares; refused otherwise."""
+    core = env.env
+    if len({space_signature(core.observation_space(a)) for a in agent_ids}) != 1 or \
+            len({space_signature(core.action_space(a)) for a in agent_ids}) != 1:
+        raise ValueError(f"policy {tag!r}: its agents must share one observation and one action space")
+    return int(np.prod(core.observation_space(agent_ids[0]).shape)), core.action_space(agent_ids[0])
 
 
 def default_policy_map(env_wrapper: EnvWrapper, policy_tags: list[str]) -> dict[str, list[int]]:
@@ -132,6 +137,20 @@ def policy_active(env: EnvWrapper, p: Policy) -> torch.Tensor:
     return (active if p.covers_all_agents else active.index_select(1, p.index)).reshape(-1) != 0
 
 
+def policy_mask(env: EnvWrapper, p: Policy) -> torch.Tensor | None:
+    """The env's ``action_mask`` rows of this policy's agents ``(E * n, A)`` (or its group's own mask), or
+    None (no mask)."""
+    rows = env.num_envs * len(p.agent_ids)
+    if "action_mask" in p.owned:
+        own = _array(env, p.owned["action_mask"])
+        return own.reshape(rows, own.shape[-1])
+    mask = env.action_mask
+    if mask is None:
+        return None
+    selected = mask if p.covers_all_agents else mask.index_select(1, p.index)
+    return selected.reshape(rows, mask.shape[-1])
+
+
 def write_env_actions(env: EnvWrapper, p: Policy, values: torch.Tensor) -> None:
     """Put ``(E * n, ...)`` actions where the env's kernel reads this policy's agents' actions."""
     if "sampled_actions" in p.owned:
@@ -140,3 +159,31 @@ def write_env_actions(env: EnvWrapper, p: Policy, values: torch.Tensor) -> None:
         return
     target = env.actions
     target.index_copy_(1, p.index, values.reshape(env.num_envs, len(p.agent_ids), *target.shape[2:]).to(target.dtype))
+
+
+def own_action_array(env: EnvWrapper, p: Policy, name: str, shape: tuple, dtype: Any) -> None:
+    """Put a policy-owned action array ``name`` on the device (kept, after a check, when a second trainer on
+    the same env wrapper made it already)."""
+    dm = env.data_manager
+    if dm.is_data_on_device(name):
+        if dm.get_shape(name) != shape:
+            raise ValueError(f"policy {p.tag!r}: the env wrapper already holds {name!r} of shape "
+                             f"{dm.get_shape(name)}, not {shape}")
+        return
+    feed = DataFeed()
+    feed.add_data(name, np.zeros(shape, dtype))
+    dm.push_data_to_device(feed)
+
+
+def register_sampled_actions(env: EnvWrapper, sampler: Any, p: Policy) -> None:
+    """A discrete policy's actions, drawn by the on-device sampler: into its group's own array, the env's
+    ``sampled_actions`` (a policy of every agent), or an array of its own that is scattered into the env's."""
+    space = p.action_space
+    sizes = [int(space.n)] if isinstance(space, spaces.Discrete) else [int(n) for n in space.nvec]
+    if "sampled_actions" in p.owned:
+        p.action_name = p.owned["sampled_actions"]
+    elif p.agent_ids != list(range(env.num_agents)):
+        p.action_name = f"{ENV_ACTIONS}_{p.tag}"
+        own_action_array(env, p, p.action_name,
+                         (env.num_envs, len(p.agent_ids)) + ((len(sizes),) if len(sizes) > 1 else ()), np.int32)
+    sampler.register_actions(env.data_manager, p.action_name, sizes if len(sizes) > 1 else sizes[0])

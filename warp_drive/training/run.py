@@ -2,7 +2,7 @@
 
 ``train`` builds the env and the trainer from a validated config, writes the
 resolved ``config.yaml`` and runs the training loop (``run_loop``): a short
-loop around ``trainer.iterate()`` whose callbacks (``callbacks.py``) write
+loop around ``trainer.iterate()`` whose callbacks (``runs/callbacks.py``) write
 ``provenance.yaml``, the metrics (``metrics.csv``, TensorBoard, W&B with
 ``track``), atomic checkpoints with a ``latest`` pointer, show a progress bar,
 and end with a GIF of a trained episode (envs with ``render_arrays``) and a
@@ -20,32 +20,34 @@ plus ``ranks``: every rank's env arrays, sampler/reset counters, RNG states
 and episode tallies, from which an N-rank resume restores each rank's own.
 Resuming needs the same number of ranks as the run that saved it.
 
-A run directory is held by one process (rank 0) at a time (``checkpoint.RunLock``);
+A run directory is held by one process (rank 0) at a time (``runs.dirs.RunLock``);
 a resumed run takes its config from the run's ``config.yaml``, and a config
-passed along may differ from it only in ``config.RESUMABLE_KEYS``.
+passed along may differ from it only in ``config.RESUMABLE_KEYS``
+(``runs.config_file.resumed_config``). The run's directory, files,
+checkpoints, metrics and callbacks are ``training/runs/``'s; this module is
+the entry points and the loop.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
-import yaml
 
 from warp_drive import env_vars
 from warp_drive.backends import Backend, KernelBuildError, KernelLaunchError, backend_class, get_backend
 from warp_drive.launch_clock import seconds_since_launch
 from warp_drive.training import distributed
-from warp_drive.training.callbacks import (
+from warp_drive.training.config import SETUP_REFUSAL, ConfigError, RunConfig, RunError
+from warp_drive.training.distributed import Distributed
+from warp_drive.training.loop import OnDeviceTrainer
+from warp_drive.training.runs.callbacks import (
     Callback,
     CheckpointSaver,
     EpisodeRenderer,
@@ -56,96 +58,18 @@ from warp_drive.training.callbacks import (
     can_render,
     emit,
     emit_exception,
-    render_episode,  # noqa: F401  (re-exported: run.render_episode, as before)
-    summary,  # noqa: F401  (re-exported: run.summary, as before)
+    render_episode,
 )
-from warp_drive.training.checkpoint import (
-    RunLock,
-    load_latest,
-    load_weights,
-    refuse_exploded_weights,
-    remove_stale_temp_files,
-    resolve_run_dir,
-)
-from warp_drive.training.config import (RESUMABLE_KEYS, RUN_CONFIG_FIX, SETUP_REFUSAL, ConfigError, RunConfig, RunError,
-                                        read_yaml_file)
-from warp_drive.training.algorithm_table import trainer_class as trainer_for
-from warp_drive.training.distributed import Distributed
-from warp_drive.training.loggers import check_wandb, wandb_enabled
-from warp_drive.training.memory_estimate import check_config as check_memory
+from warp_drive.training.runs.checkpoint import (load_latest, load_weights, refuse_exploded_weights,
+                                                 remove_stale_temp_files)
+from warp_drive.training.runs.config_file import resumed_config, saved_config, write_run_config
+from warp_drive.training.runs.dirs import RunLock, check_run_dir, new_run_dir, remove_refused_run, resolve_run_dir
+from warp_drive.training.runs.loggers import check_wandb, wandb_enabled
+from warp_drive.training.runs.memory import check_config as check_memory
+from warp_drive.training.runs.stop_at_return import StopAtReturn
 from warp_drive.wrapper import EnvWrapper, make_env
-from warp_drive.training.rollout import OnDeviceTrainer
-from warp_drive.training.run_dirs import write_run_file
-from warp_drive.training.stop_at_return import StopAtReturn
 
 log = logging.getLogger("warp_drive")
-
-
-def new_run_dir(config: RunConfig, run_name: str | None = None, made: list[Path] | None = None) -> Path:
-    """``<basedir>/<name>/<tag>/<timestamp>``, or ``.../<run_name>`` (WarpDrive's ``--run_name``),
-    which must be new or empty: a second run's checkpoints beside the first's would be resumed as one run.
-    ``made`` (a list) receives the directories this call created, deepest first (see :func:`remove_refused_run`)."""
-    base, path = check_run_dir(config, run_name)
-    if path is not None:
-        _make_dirs(path, made, exist_ok=True)
-        return path
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    for n in range(1000):
-        path = base / (stamp if n == 0 else f"{stamp}-{n}")
-        try:
-            _make_dirs(path, made)
-            return path
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"cannot create a run directory under {base}")
-
-
-def check_run_dir(config: RunConfig, run_name: str | None = None) -> tuple[Path, Path | None]:
-    """``(base, named run dir or None)`` of :func:`new_run_dir`, refused as it would refuse them, creating
-    nothing: ``train`` checks before the (maybe long) build and creates the directory after it."""
-    root = Path(config.saving.basedir)
-    base = root / (config.saving.name or config.name) / config.saving.tag
-    # The config refuses absolute and '..' parts; this catches anything that still resolves outside.
-    if not base.resolve().is_relative_to(root.resolve()):
-        raise ConfigError(f"saving: the run directory {base} is outside saving.basedir {root}")
-    if run_name is None:
-        return base, None
-    path = base / str(run_name)
-    if Path(str(run_name)).is_absolute() or ".." in Path(str(run_name)).parts or path == base:
-        raise ConfigError(f"run name: a directory name inside {base}, got {run_name!r}")
-    if path.exists() and any(path.iterdir()):
-        raise RunError(f"run name: {path} exists and is not empty; pick another name, or continue that "
-                       f"run with --resume {path}")
-    return base, path
-
-
-def _make_dirs(path: Path, made: list[Path] | None, exist_ok: bool = False) -> None:
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    path.mkdir(parents=True, exist_ok=exist_ok)
-    if made is not None:
-        made.extend(missing)
-
-
-def remove_refused_run(run_dir: Path, made: list[Path]) -> None:
-    """Undo a new run that never began to iterate (its env, kernel or policies refused, a failure before the
-    first iteration): a run directory with a config.yaml and no checkpoint would be what ``--resume latest``
-    and ``evaluate latest`` pick next. Only what this process made goes: ``run_dir`` itself when it made it
-    (else the files it put into that directory, which was empty when the run claimed it: ``--run-name``) and
-    the parents in ``made`` that are still empty; nothing that existed before, and no other run."""
-    if run_dir in made:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    elif run_dir.is_dir():
-        for entry in run_dir.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
-    for parent in made:
-        if parent != run_dir:
-            try:
-                parent.rmdir()  # only while empty: another run may have started beside this one meanwhile
-            except OSError:
-                break
 
 
 def limit_torch_threads(backend: str | Backend | None) -> None:
@@ -168,14 +92,15 @@ def build(config: RunConfig, dist: Distributed | None = None,
     rank r's envs, sampler and torch RNG use ``seed + r``. Refused first when over the machine's memory."""
     limit_torch_threads(backend := get_backend(config.trainer.backend))
     if dist is not None:
-        config = replace(config, trainer=replace(config.trainer, seed=config.trainer.seed + dist.rank))
+        trainer = config.trainer.model_copy(update={"seed": config.trainer.seed + dist.rank})
+        config = config.model_copy(update={"trainer": trainer})
     with refusals(ENV_REFUSALS):
         env = make_env(config.env.name, dict(config.env.config))
-        check_memory(config, env, backend, record_episode)  # memory_estimate.py; record_episode: the GIF's too
+        check_memory(config, env, backend, record_episode)  # runs/memory.py; record_episode: the GIF's too
         env = EnvWrapper(env, config.trainer.num_envs, backend=config.trainer.backend, seed=config.trainer.seed,
                          reset_pool_size=config.env.reset_pool_size)
     with refusals(TRAINER_REFUSALS):
-        return (trainer_class or trainer_for(config))(env, config, distributed=dist)
+        return (trainer_class or OnDeviceTrainer)(env, config, distributed=dist)
 
 
 # What building a run refuses the user's input with (see config.SETUP_REFUSAL): the registry (an unknown env,
@@ -204,7 +129,7 @@ def train(config: RunConfig, resume: str | None = None, progress: bool = True,
 
     ``run_name``: the run directory's last part instead of a timestamp (the CLI's ``--run-name``, WarpDrive's
     ``--results_dir``).
-    ``callbacks``: run after the built-in ones (``callbacks.py``). ``track``: also log to Weights & Biases.
+    ``callbacks``: run after the built-in ones (``runs/callbacks.py``). ``track``: also log to Weights & Biases.
     ``evaluate``: play one episode in every env before and after training, print the summary and draw
     the episode GIF (``False``: none of it, for runs that only need the checkpoints and metrics).
     """
@@ -218,55 +143,6 @@ def train(config: RunConfig, resume: str | None = None, progress: bool = True,
     # Only on success: after a failure a peer may be gone, and torchrun tears the group down anyway.
     distributed.shutdown()
     return run_dir
-
-
-def saved_config(run_dir: Path) -> dict:
-    """A run's ``config.yaml`` as parsed YAML (with the config loader's size and alias limits)."""
-    raw = read_yaml_file(run_dir / "config.yaml", RUN_CONFIG_FIX)  # not UTF-8 or not YAML: one line, not a traceback
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{run_dir / 'config.yaml'}: not a run config (the top level must be a mapping)")
-    return raw
-
-
-def resumed_config(run_dir: Path, config: RunConfig) -> RunConfig:
-    """The config a resumed run continues with: the run's own, with ``config``'s values of ``RESUMABLE_KEYS``.
-
-    Anything else that differs is refused rather than ignored: a resume that
-    silently dropped a changed ``num_envs`` or ``lr`` trained something else
-    than the user asked for.
-    """
-    saved = RunConfig.from_dict(saved_config(run_dir), source=str(run_dir / "config.yaml"))
-    mine, theirs = _flatten(config.to_dict()), _flatten(saved.to_dict())
-    differ = sorted(k for k in mine.keys() | theirs.keys()
-                    if mine.get(k) != theirs.get(k) and not k.startswith(RESUMABLE_KEYS))
-    if differ:
-        shown = "; ".join(f"{k}: run has {theirs.get(k)!r}, given {mine.get(k)!r}" for k in differ[:5])
-        raise ConfigError(f"cannot resume {run_dir} with a different config ({shown}); only "
-                          f"{', '.join(RESUMABLE_KEYS)} may change on resume")
-    data, given = saved.to_dict(), config.to_dict()
-    for key in RESUMABLE_KEYS:
-        section, leaf = key.split(".")
-        if leaf in given[section]:  # an opt-in key left unset is absent (RunConfig.to_dict)
-            data[section][leaf] = given[section][leaf]
-        else:
-            data[section].pop(leaf, None)
-    return RunConfig.from_dict(data)
-
-
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(data, dict) and data:
-        out: dict[str, Any] = {}
-        for k, v in data.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: data}
-
-
-def write_run_config(run_dir: Path, config: RunConfig) -> None:
-    """``config.yaml``, and beside it :meth:`~RunConfig.run_files` (a translated WarpDrive config's translation)."""
-    write_run_file(run_dir / "config.yaml", yaml.safe_dump(config.to_dict(), sort_keys=False))
-    for name, text in config.run_files().items():
-        write_run_file(run_dir / name, text)
 
 
 def default_callbacks(progress: bool = True, track: bool = False, evaluate: bool = True) -> list[Callback]:
@@ -368,7 +244,7 @@ def _shared_run_dir(dist: Distributed | None, run_dir: Path | None) -> Path:
 
 def run_loop(loop: TrainingLoop, callbacks: list[Callback]) -> Path:
     """The training loop: iterate until ``trainer.total_steps``; everything else is ``callbacks``
-    (see ``callbacks.py`` for when each method runs); a callback may end it early (``loop.stop_requested``)."""
+    (see ``runs/callbacks.py`` for when each method runs); a callback may end it early (``loop.stop_requested``)."""
     trainer, dist, saving = loop.trainer, loop.dist, loop.config.saving
     if dist is not None:
         # Equal batch and minibatch sizes mean equal numbers of gradient all-reduces on every rank.

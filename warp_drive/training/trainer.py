@@ -1,6 +1,6 @@
 """WarpDrive 2.7's import path ``warp_drive.training.trainer``: its ``Trainer`` (written in
-:mod:`warp_drive.compat.trainer` over this project's trainers, ``training/ppo_trainer.py`` and
-``training/ddpg.py``)."""
+:mod:`warp_drive.compat.trainer` over this project's trainers, ``training/ppo/`` and
+``training/ddpg/``)."""
 
 from warp_drive.compat.trainer import Trainer
 

@@ -46,17 +46,13 @@ from typing import Any
 from torch import nn
 
 from warp_drive.training.models.action_spaces import SpaceInfo, describe_action_space
-from warp_drive.training.models.actor_critic import ActorCritic, _option
+from warp_drive.training.models.actor_critic import ActorCritic, model_option
 from warp_drive.training.models.distribution import ActionDistribution
 from warp_drive.training.models.recurrent import RecurrentActorCritic
 from warp_drive.training.models.layers import (
-    _ACTIVATIONS,  # noqa: F401  (re-exported: ddpg imports it from here)
-    OBS_NORM_CLIP,  # noqa: F401  (re-exported, as before the split)
-    OBS_NORM_EPS,  # noqa: F401  (re-exported, as before the split)
     ActionHead,
     RunningMeanStd,
     layer_init,
-    mlp,  # noqa: F401  (re-exported, as before the split)
 )
 
 __all__ = [
@@ -117,7 +113,7 @@ def registered_models() -> list[str]:
 def create_model(config: Any, obs_dim: int, action_space: Any, agents: int | None = None) -> nn.Module:
     """Instantiate the model named by ``config.type`` (default ``fully_connected``); ``agents``: per-agent
     weights for that many agents (a policy's ``share: agent``), for models that take it."""
-    name = _option(config, "type")
+    name = model_option(config, "type")
     if name not in _MODEL_REGISTRY:
         raise ValueError(f"unknown model type {name!r}; registered model types: {registered_models()}")
     cls = _MODEL_REGISTRY[name]

@@ -7,23 +7,22 @@ the zero mean) and 1.0 on the value head, zero biases.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from warp_drive.training.config_models import ModelConfig
+from warp_drive.training.config import ModelConfig
 from warp_drive.training.models.action_spaces import describe_action_space
 from warp_drive.training.models.distribution import ActionDistribution
-from warp_drive.training.models.layers import _ACTIVATIONS, ActionHead, RunningMeanStd, linear, mlp
+from warp_drive.training.models.layers import ACTIVATIONS, ActionHead, RunningMeanStd, linear, mlp
 
 # The defaults are the config's (one default per key): a model built without a config section gets them.
-_DEFAULTS = dataclasses.asdict(ModelConfig())
+_DEFAULTS = ModelConfig().model_dump()
 
 
-def _option(config: Any, key: str) -> Any:
+def model_option(config: Any, key: str) -> Any:
     """Read ``key`` from a ModelConfig-like object or a dict, falling back to ``ModelConfig``'s default."""
     if config is None:
         return _DEFAULTS[key]
@@ -44,10 +43,10 @@ class ActorCritic(nn.Module):
 
     def __init__(self, obs_dim: int, action_space: Any, config: Any = None, agents: int | None = None):
         super().__init__()
-        fc_dims = list(_option(config, "fc_dims"))
-        activation = _option(config, "activation")
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"model.activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        fc_dims = list(model_option(config, "fc_dims"))
+        activation = model_option(config, "activation")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"model.activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 for d in fc_dims):
             raise ValueError(f"model.fc_dims must be positive integers, got {fc_dims!r}")
         if isinstance(obs_dim, bool) or int(obs_dim) != obs_dim or obs_dim < 1:
@@ -55,12 +54,12 @@ class ActorCritic(nn.Module):
         obs_dim = int(obs_dim)
         self.obs_dim = obs_dim
         self.config = config
-        self.shared_trunk = bool(_option(config, "shared_trunk"))
+        self.shared_trunk = bool(model_option(config, "shared_trunk"))
         self.space = describe_action_space(action_space)
         feat = fc_dims[-1] if fc_dims else obs_dim
         self.agents = agents
 
-        self.obs_rms = RunningMeanStd(obs_dim) if _option(config, "obs_normalization") else None
+        self.obs_rms = RunningMeanStd(obs_dim) if model_option(config, "obs_normalization") else None
         if self.shared_trunk:
             self.trunk = mlp(obs_dim, fc_dims, activation, agents)
             self.actor_trunk = self.critic_trunk = None
@@ -68,7 +67,7 @@ class ActorCritic(nn.Module):
             self.trunk = None
             self.actor_trunk = mlp(obs_dim, fc_dims, activation, agents)
             self.critic_trunk = mlp(obs_dim, fc_dims, activation, agents)
-        self.actor_head = ActionHead(feat, action_space, log_std_init=float(_option(config, "log_std_init")),
+        self.actor_head = ActionHead(feat, action_space, log_std_init=float(model_option(config, "log_std_init")),
                                      agents=agents)
         self.value_head = linear(feat, 1, 1.0, agents)
 

@@ -3,7 +3,7 @@
 The actor is any registered model (it acts from the agent's own observation,
 as in IPPO); the critic reads what ``critic_input`` chooses (the env's state
 arrays, or the policy's agents' observations side by side, each with the
-agent's one-hot index: see ``ppo_trainer.py``). Both live in one module, so
+agent's one-hot index: see ``training/ppo/critic.py``). Both live in one module, so
 checkpoints, the optimizer, data-parallel broadcasts and Lightning see them
 together. Only training needs the critic: acting uses the actor alone.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from warp_drive.training.models.actor_critic import _option
+from warp_drive.training.models.actor_critic import model_option
 from warp_drive.training.models.layers import RunningMeanStd, linear, mlp
 
 
@@ -32,10 +32,10 @@ class CentralCritic(nn.Module):
 
     def __init__(self, actor: nn.Module, critic_dim: int, config: Any = None, agents: int | None = None):
         super().__init__()
-        fc_dims, activation = list(_option(config, "fc_dims")), _option(config, "activation")
+        fc_dims, activation = list(model_option(config, "fc_dims")), model_option(config, "activation")
         self.actor = actor
         self.critic_dim = int(critic_dim)
-        self.critic_rms = RunningMeanStd(self.critic_dim) if _option(config, "obs_normalization") else None
+        self.critic_rms = RunningMeanStd(self.critic_dim) if model_option(config, "obs_normalization") else None
         self.critic_trunk = mlp(self.critic_dim, fc_dims, activation, agents)
         self.critic_head = linear(fc_dims[-1] if fc_dims else self.critic_dim, 1, 1.0, agents)
 

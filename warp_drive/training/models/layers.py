@@ -25,7 +25,7 @@ from warp_drive.training.models.distribution import ActionDistribution
 
 OBS_NORM_EPS = 1e-8
 OBS_NORM_CLIP = 10.0
-_ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
 def layer_init(layer: nn.Linear, gain: float = math.sqrt(2), bias: float = 0.0) -> nn.Linear:
@@ -73,7 +73,7 @@ def mlp(in_dim: int, dims: Sequence[int], activation: str, agents: int | None = 
     """Hidden layers only (Linear + activation each); an empty ``dims`` is the identity."""
     layers: list[nn.Module] = []
     for out_dim in dims:
-        layers += [linear(in_dim, out_dim, math.sqrt(2), agents), _ACTIVATIONS[activation]()]
+        layers += [linear(in_dim, out_dim, math.sqrt(2), agents), ACTIVATIONS[activation]()]
         in_dim = out_dim
     return nn.Sequential(*layers)
 

@@ -6,7 +6,7 @@ out of view) needs memory. Each agent carries a hidden state ``(K, H)``
 model.gru_hidden``) that the trainer keeps on the device for every env and
 agent, zeroes where an episode ended, and stores at the start of each sequence
 chunk so that PPO replays the rollout from the same states
-(``ppo_trainer.py``, ``training/sequences.py``).
+(``training/ppo/``: ``algorithm.py``, ``recurrent.py``).
 
 The recurrent model contract (what the trainer calls, and what a user model
 registered with ``hidden_shape`` must provide):
@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from warp_drive.training.models.actor_critic import ActorCritic, _option
+from warp_drive.training.models.actor_critic import ActorCritic, model_option
 from warp_drive.training.models.distribution import ActionDistribution
 from warp_drive.training.models.layers import ActionHead, linear
 
@@ -65,15 +65,15 @@ class RecurrentActorCritic(ActorCritic):
 
     def __init__(self, obs_dim: int, action_space: Any, config: Any = None, agents: int | None = None):
         super().__init__(obs_dim, action_space, config, agents)
-        fc_dims = list(_option(config, "fc_dims"))
-        hidden = _option(config, "gru_hidden")
+        fc_dims = list(model_option(config, "fc_dims"))
+        hidden = model_option(config, "gru_hidden")
         if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
             raise ValueError(f"model.gru_hidden must be a positive integer, got {hidden!r}")
         feat = fc_dims[-1] if fc_dims else self.obs_dim
         self.hidden_shape = (1 if self.shared_trunk else 2, hidden)
         self.actor_gru = GRUCell(feat, hidden, agents)
         self.critic_gru = None if self.shared_trunk else GRUCell(feat, hidden, agents)
-        self.actor_head = ActionHead(hidden, action_space, log_std_init=float(_option(config, "log_std_init")),
+        self.actor_head = ActionHead(hidden, action_space, log_std_init=float(model_option(config, "log_std_init")),
                                      agents=agents)
         self.value_head = linear(hidden, 1, 1.0, agents)
 

@@ -1,9 +1,9 @@
 """WarpDrive 2.7's ``warp_drive.training.utils`` package path.
 
 Only the modules a WarpDrive user program imports are kept under this path,
-each a thin layer over this project's implementation: ``param_scheduler``
-(over ``warp_drive.training.schedules``), ``distributed_train`` with its
-``distributed_trainer_pycuda`` (over torch's launcher and
-``warp_drive.training.distributed``) and ``vertical_scaler`` (over
-``warp_drive.training.autoscale``).
+each a re-export of :mod:`warp_drive.compat`, where they are written:
+``param_scheduler`` (:mod:`warp_drive.compat.param_scheduler`),
+``distributed_train`` with its ``distributed_trainer_pycuda``
+(:mod:`warp_drive.compat.distributed_train`) and ``vertical_scaler``
+(:mod:`warp_drive.compat.vertical_scaler`).
 """

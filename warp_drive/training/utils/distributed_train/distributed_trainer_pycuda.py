@@ -1,6 +1,6 @@
-"""WarpDrive 2.7's ``distributed_trainer_pycuda``: :func:`perform_distributed_training` of
-:mod:`warp_drive.training.utils.distributed_train` (for every executor, the cpu one included)."""
+"""WarpDrive 2.7's ``distributed_trainer_pycuda``: ``perform_distributed_training`` of
+:mod:`warp_drive.compat.distributed_train` (for every executor, the cpu one included)."""
 
-from warp_drive.training.utils.distributed_train import perform_distributed_training
+from warp_drive.compat.distributed_train import perform_distributed_training
 
 __all__ = ["perform_distributed_training"]

@@ -40,15 +40,12 @@
 
 #include <warp_drive/compat/warpdrive.h>
 
-// The example env's source, found from this file: next to the package's
-// warp_drive/ folder in a source checkout (example_envs/), inside it once
-// installed (warp_drive/example_envs/).
-#if __has_include("../../../../example_envs/tag_gridworld/tag_gridworld.cu")
-#include "../../../../example_envs/tag_gridworld/tag_gridworld.cu"
-#elif __has_include("../../../../../example_envs/tag_gridworld/tag_gridworld.cu")
+// The example env's source, found from this file: the example_envs package sits
+// beside the warp_drive/ folder, in a source checkout and once installed alike.
+#if __has_include("../../../../../example_envs/tag_gridworld/tag_gridworld.cu")
 #include "../../../../../example_envs/tag_gridworld/tag_gridworld.cu"
 #else
-#error "warp_drive/compat/tag_gridworld_step.cu: example_envs/tag_gridworld/tag_gridworld.cu not found next to the warp_drive package (installed: warp_drive/example_envs/; checkout: example_envs/ beside warp_drive/); reinstall warp-drive"
+#error "warp_drive/compat/tag_gridworld_step.cu: example_envs/tag_gridworld/tag_gridworld.cu not found beside the warp_drive package folder (the example_envs package installs with warp_drive); reinstall warp-drive"
 #endif
 
 #ifndef WD_COMPAT_TAG_GRIDWORLD_MAX_AGENTS
