@@ -361,9 +361,9 @@ def test_each_key_has_one_default():
     ({"tau": 0.01}, "tau", "DDPG", "PPO"),
     ({"algorithm": "A2C", "replay_buffer_size": 10}, "replay_buffer_size", "DDPG", "A2C"),
     ({"model": {"critic_fc_dims": [8]}}, "model.critic_fc_dims", "DDPG", "PPO"),
-    ({"algorithm": "DDPG", "clip_param": 0.3}, "clip_param", "A2C/PPO", "DDPG"),
-    ({"algorithm": "ddpg", "num_epochs": 2}, "num_epochs", "A2C/PPO", "DDPG"),
-    ({"algorithm": "DDPG", "model": {"shared_trunk": True}}, "model.shared_trunk", "A2C/PPO", "DDPG"),
+    ({"algorithm": "DDPG", "clip_param": 0.3}, "clip_param", "A2C/PPO/VTRACE", "DDPG"),
+    ({"algorithm": "ddpg", "num_epochs": 2}, "num_epochs", "A2C/PPO/VTRACE", "DDPG"),
+    ({"algorithm": "DDPG", "model": {"shared_trunk": True}}, "model.shared_trunk", "A2C/PPO/VTRACE", "DDPG"),
 ])
 def test_a_key_of_another_algorithm_is_refused_naming_it(policy, key, owner, algorithm):
     with pytest.raises(ConfigError) as info:
@@ -379,7 +379,7 @@ def test_another_algorithms_key_through_set_is_refused_even_at_its_default():
         with pytest.raises(ConfigError, match=rf"--set {re.escape(item)}: policy.shared.\S+: a key of DDPG, but "
                                               rf"policy 'shared' uses PPO"):
             apply_overrides(minimal(), [item])
-    with pytest.raises(ConfigError, match="policy.shared.clip_value_loss: a key of A2C/PPO, but policy 'shared' "
+    with pytest.raises(ConfigError, match="policy.shared.clip_value_loss: a key of A2C/PPO/VTRACE, but policy 'shared' "
                                           "uses DDPG"):
         load_config("pendulum_ddpg", ["policy.shared.clip_value_loss=true"])
     # the policy's algorithm is the one after every override, whichever order they come in
@@ -397,7 +397,7 @@ def test_a_config_yaml_saved_before_the_split_still_loads():
     # only exactly the default is dropped: another value is a setting the run's algorithm would not read
     changed = old_config_yaml().replace("noise_stddev: 0.1", "noise_stddev: 0.3")
     assert "policy.shared.noise_stddev: a key of DDPG" in errors_of(parse_yaml(changed))
-    assert "normalize_advantage: a key of A2C/PPO" in errors_of(parse_yaml(old_config_yaml("DDPG").replace(
+    assert "normalize_advantage: a key of A2C/PPO/VTRACE" in errors_of(parse_yaml(old_config_yaml("DDPG").replace(
         "normalize_advantage: true", "normalize_advantage: false")))
 
 

@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # this module imports no torch: the config reads its table
 # algorithm name -> ("module:Class", the policy config section it reads: "on_policy" or "ddpg"); the class is
 # imported when a trainer is built.
 ALGORITHMS = {
-    "PPO": ("warp_drive.training.ppo.algorithm:PPO", "on_policy"),
     "A2C": ("warp_drive.training.ppo.algorithm:PPO", "on_policy"),  # PPO's update, one full-batch step
+    "PPO": ("warp_drive.training.ppo.algorithm:PPO", "on_policy"),
     "DDPG": ("warp_drive.training.ddpg.algorithm:DDPG", "ddpg"),
     "VTRACE": ("warp_drive.training.vtrace:VTrace", "on_policy"),
 }
