@@ -28,6 +28,21 @@ from warp_drive.training.config.errors import OWN_ERROR, UNKNOWN_KEY, found_in, 
 BUILTIN_MODELS = ("fully_connected", "gru")
 
 
+def reworded(reword: Any, schema: core_schema.CoreSchema) -> core_schema.CoreSchema:
+    """``schema``, with its ``ValidationError`` replaced by ``reword(value, error)`` (the error itself: kept)."""
+
+    def validate(value: Any, inner: Any) -> Any:
+        try:
+            return inner(value)
+        except ValidationError as exc:
+            replacement = reword(value, exc)
+            if replacement is exc:
+                raise
+            raise replacement from None
+
+    return core_schema.no_info_wrap_validator_function(validate, schema)
+
+
 @dataclass(frozen=True)
 class Expected:
     """What a key's value must be (``an integer >= 1``): said by its error messages and by the key reference.
@@ -41,17 +56,14 @@ class Expected:
     case_insensitive: bool = False
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_wrap_validator_function(self._explain, handler(source))
+        return reworded(self._reword, handler(source))
 
-    def _explain(self, value: Any, validate: Any) -> Any:
-        try:
-            return validate(value)
-        except ValidationError as exc:
-            if any(e["type"] in (OWN_ERROR, UNKNOWN_KEY) or e["loc"] for e in exc.errors()):
-                raise  # worded already (a list element's, a schedule's)
-            what = self.what + (" (case-insensitive)" if self.case_insensitive and isinstance(value, str)
-                                and value else "")
-            raise problem(f"expected {what}, {got(value)}") from None
+    def _reword(self, value: Any, exc: ValidationError) -> Exception:
+        if any(e["type"] in (OWN_ERROR, UNKNOWN_KEY) or e["loc"] for e in exc.errors()):
+            return exc  # worded already (a list element's, a schedule's)
+        what = self.what + (" (case-insensitive)" if self.case_insensitive and isinstance(value, str)
+                            and value else "")
+        return problem(f"expected {what}, {got(value)}")
 
 
 @dataclass(frozen=True)
@@ -61,13 +73,8 @@ class OrNull:
     means: str
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_wrap_validator_function(self._explain, handler(source))
-
-    def _explain(self, value: Any, validate: Any) -> Any:
-        try:
-            return validate(value)
-        except ValidationError as exc:
-            raise problems(found_in(exc, note=f" (or null for {self.means})")) from None
+        return reworded(lambda value, exc: problems(found_in(exc, note=f" (or null for {self.means})")),
+                        handler(source))
 
 
 def or_null(kind: Any, means: str) -> Any:
