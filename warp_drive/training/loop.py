@@ -26,7 +26,7 @@ from warp_drive import env_vars
 from warp_drive.sampler import Sampler
 from warp_drive.training.algorithm import Algorithm, algorithm_class, algorithms_of
 from warp_drive.training.distributed import Distributed
-from warp_drive.training.guards import NonFiniteError
+from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout
 from warp_drive.training.policies import Policy, default_policy_map
 from warp_drive.training.rollout import Rollout
 from warp_drive.training.runs.env_arrays import restore_env_arrays
@@ -187,6 +187,16 @@ class OnDeviceTrainer:
             raise NonFiniteError(message + "; to drop such iterations instead, use trainer.on_nonfinite=skip")
         self.skipped_updates += 1
         warnings.warn(message + "; update skipped (trainer.on_nonfinite=skip)", RuntimeWarning, stacklevel=3)
+
+    def rollout_is_finite(self) -> bool:
+        """Check the last rollout for NaN/inf (one host sync); when it holds one, handle it as
+        :meth:`nonfinite` does (raise, or count the skip) and clear the episode tallies of it."""
+        problem = describe_nonfinite_rollout(self.policies.values(), self.rollout.buffers)
+        if problem is None:
+            return True
+        self.nonfinite(problem)
+        self.rollout.discard_nonfinite_returns()
+        return False
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:

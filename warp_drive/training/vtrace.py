@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from warp_drive.environment import TRUNCATED
-from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, snapshot
+from warp_drive.training.guards import NonFiniteError, snapshot
 from warp_drive.training.policies import Policy, policy_obs
 from warp_drive.training.ppo.algorithm import PPO
 from warp_drive.training.ppo.losses import ppo_update
@@ -91,10 +91,7 @@ class VTrace(PPO):
     def update(self, optimizers: Mapping[str, Any] | None = None,
                backward: Callable[[torch.Tensor], None] | None = None) -> dict[str, float]:
         t, metrics = self.trainer, {}
-        problem = describe_nonfinite_rollout(t.policies.values(), t.rollout.buffers)
-        if problem is not None:
-            t.nonfinite(problem)
-            t.rollout.discard_nonfinite_returns()
+        if not t.rollout_is_finite():
             return {"nonfinite/skipped_updates": float(t.skipped_updates)}
         dist = t.distributed
         hooks = UpdateHooks(generator=t.generator, backward=backward,

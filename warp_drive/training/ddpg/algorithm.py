@@ -18,7 +18,7 @@ from gymnasium import spaces
 from warp_drive.training.algorithm import Acted, Algorithm
 from warp_drive.training.ddpg.networks import DDPGModel, actor_loss_of, critic_loss_of, soft_update
 from warp_drive.training.ddpg.replay import ReplayBuffer, nstep_transitions
-from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout
+from warp_drive.training.guards import NonFiniteError
 from warp_drive.training.optim import Adam
 from warp_drive.training.policies import Policy, own_action_array, owned_arrays, write_env_actions
 from warp_drive.training.schedules import Schedule
@@ -150,10 +150,7 @@ class DDPG(Algorithm):
             raise NotImplementedError("DDPG trains through its own optimizers (actor and critic per policy); "
                                       "train it with warp-drive train or Trainer.train(), not through Lightning")
         t, metrics = self.trainer, {}
-        problem = describe_nonfinite_rollout(t.policies.values(), t.rollout.buffers)
-        if problem is not None:
-            t.nonfinite(problem)
-            t.rollout.discard_nonfinite_returns()
+        if not t.rollout_is_finite():
             for state in self.states.values():
                 state.carry["length"] = 0  # the bad steps must not complete a later window
             return {"nonfinite/skipped_updates": float(t.skipped_updates)}

@@ -16,7 +16,7 @@ import torch
 
 from warp_drive.environment import TRUNCATED
 from warp_drive.training.algorithm import Acted, Algorithm
-from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout, snapshot
+from warp_drive.training.guards import NonFiniteError, snapshot
 from warp_drive.training.policies import Policy, policy_mask, policy_obs, write_env_actions
 from warp_drive.training.ppo.critic import critic_input
 from warp_drive.training.ppo.losses import compute_gae, ppo_update
@@ -161,10 +161,7 @@ class PPO(Algorithm):
         optimizer, default each policy's own; ``backward``: default ``loss.backward()``)."""
         t, metrics = self.trainer, {}
         dist = t.distributed
-        problem = describe_nonfinite_rollout(t.policies.values(), t.rollout.buffers)
-        if problem is not None:
-            t.nonfinite(problem)
-            t.rollout.discard_nonfinite_returns()
+        if not t.rollout_is_finite():
             return {"nonfinite/skipped_updates": float(t.skipped_updates)}
         hooks = UpdateHooks(generator=t.generator, backward=backward,
                             reduce_gradients=None if dist is None else dist.average_gradients,
