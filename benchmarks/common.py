@@ -40,7 +40,7 @@ def backend_names(argument: str | None) -> list[str]:
     Unknown names fail here, before any benchmark has run, rather than after
     minutes of work.
     """
-    from warp_drive.backends import gpu_available
+    from warp_drive.runtime.backends import gpu_available
 
     if not argument:
         return ["cpu"] + (["pycuda"] if gpu_available() else [])

@@ -127,7 +127,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--out", default=None, help="folder for the CSV (default: benchmarks/results/)")
     args = parser.parse_args(argv)
-    from warp_drive.backends import gpu_available
+    from warp_drive.runtime.backends import gpu_available
 
     names = args.configs.split(",") if args.configs else [c.config for c in CLAIMS if c.checked_by == HERE]
     unknown = [n for n in names if n not in BY_CONFIG]

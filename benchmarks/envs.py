@@ -27,10 +27,10 @@ from benchmarks.common import (
     time_per_call,
     write_csv,
 )
-from warp_drive.backends import get_backend
-from warp_drive.consistency import host_arrays, random_action_arrays
-from warp_drive.wrapper import EnvWrapper
-from warp_drive.sampler import Sampler
+from warp_drive.runtime.backends import get_backend
+from warp_drive.env.consistency import host_arrays, random_action_arrays
+from warp_drive.env.wrapper import EnvWrapper
+from warp_drive.services.sampler import Sampler
 from warp_drive.training.run import limit_torch_threads
 
 # (label, env name, config, num_envs, targets on the 2-core machine: (env steps/s or None, x the reference

@@ -71,7 +71,7 @@ EVAL_EPISODES = 100
 # Run by the SB3 side venv's python: argv = seed, output JSON path.
 SB3_DRIVER = r'''
 import json, os, sys, time
-def age():  # seconds since this process was launched (Linux), as warp_drive.launch_clock does
+def age():  # seconds since this process was launched (Linux), as warp_drive.runtime.launch_clock does
     fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
     return float(open("/proc/uptime").read().split()[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
 import gymnasium as gym

@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from benchmarks.common import machine_description, print_table, write_csv
-from warp_drive.backends import backend_class, resolve_backend_name
+from warp_drive.runtime.backends import backend_class, resolve_backend_name
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build
 

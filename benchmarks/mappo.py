@@ -18,7 +18,7 @@ import statistics
 
 from benchmarks.common import backend_names, machine_description, print_table, results_dir_set_to, write_csv
 from benchmarks.training import throughput
-from warp_drive.backends import resolve_backend_name
+from warp_drive.runtime.backends import resolve_backend_name
 
 VARIANTS = ("local", "state", "concat_obs")
 TAG_5_AGENTS = ["env.config.num_taggers=2", "env.config.num_runners=3", "policy.runner.to_train=true"]

@@ -99,7 +99,7 @@ def run_variant(continuous: bool, episodes: int, num_agents: int, num_landmarks:
     from jaxmarl.environments.mpe.simple_spread import SimpleSpreadMPE
 
     from example_envs.simple_spread import SimpleSpread
-    from warp_drive.wrapper import EnvWrapper
+    from warp_drive.env.wrapper import EnvWrapper
 
     n, e = num_agents, episodes
     theirs = SimpleSpreadMPE(num_agents=n, num_landmarks=num_landmarks,

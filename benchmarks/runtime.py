@@ -25,12 +25,12 @@ from benchmarks.common import (
     time_per_call,
     write_csv,
 )
-from warp_drive.backends import get_backend
-from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DataManager
-from warp_drive.function_manager import FunctionManager
-from warp_drive.reset import EnvironmentReset
-from warp_drive.sampler import Sampler
+from warp_drive.runtime.backends import get_backend
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.runtime.function_manager import FunctionManager
+from warp_drive.services.reset import EnvironmentReset
+from warp_drive.services.sampler import Sampler
 
 KERNELS = Path(__file__).resolve().parent / "kernels" / "runtime_bench.cu"
 

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from benchmarks.paper import continuous_tag_config, discrete_tag_config
-from warp_drive.consistency import random_actions
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.consistency import random_actions
+from warp_drive.env.wrapper import EnvWrapper
 
 WORKLOADS = {"discrete": ("TagGridWorld", discrete_tag_config), "continuous": ("TagContinuous", continuous_tag_config)}
 

@@ -21,7 +21,7 @@ import argparse
 import time
 
 from benchmarks.common import backend_names, machine_description, print_table, results_dir_set_to, write_csv
-from warp_drive.backends import resolve_backend_name
+from warp_drive.runtime.backends import resolve_backend_name
 from warp_drive.training.config import load_config
 from warp_drive.training.run import build
 

@@ -7,32 +7,32 @@ executor, which builds the same ``.cu`` sources with the host C++ compiler.
 Submodules are imported lazily: ``import warp_drive`` stays free of torch and
 PyCUDA. It registers the single-agent example envs with Gymnasium
 (``gymnasium.make("warp_drive/CartPole-v1")``; see
-``warp_drive._gymnasium_registration``) and installs no import hook. The example
+``warp_drive.env.gymnasium_ids``) and installs no import hook. The example
 environments are the package ``example_envs``, beside this one.
 """
 
-from warp_drive import launch_clock  # noqa: F401  (its clock starts now, for platforms without /proc)
-from warp_drive import _gymnasium_registration
+from warp_drive.runtime import launch_clock  # noqa: F401  (its clock starts now, for platforms without /proc)
+from warp_drive.env import gymnasium_ids
 
-_gymnasium_registration.register_gymnasium_envs()  # warp_drive/<id> for gymnasium.make / make_vec
+gymnasium_ids.register_gymnasium_envs()  # warp_drive/<id> for gymnasium.make / make_vec
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "DataFeed": "warp_drive.data_feed",
-    "DataManager": "warp_drive.data_manager",
-    "FunctionManager": "warp_drive.function_manager",
-    "FunctionFeed": "warp_drive.function_manager",
-    "Sampler": "warp_drive.sampler",
-    "EnvironmentReset": "warp_drive.reset",
-    "LogController": "warp_drive.log",
-    "Environment": "warp_drive.environment",
-    "AGENT_PHASES": "warp_drive.environment",
-    "Parameter": "warp_drive.environment",
-    "EnvWrapper": "warp_drive.wrapper",
-    "register_env": "warp_drive.registry",
-    "registered_envs": "warp_drive.registry",
-    "get_backend": "warp_drive.backends",
+    "DataFeed": "warp_drive.runtime.data_feed",
+    "DataManager": "warp_drive.runtime.data_manager",
+    "FunctionManager": "warp_drive.runtime.function_manager",
+    "FunctionFeed": "warp_drive.runtime.function_manager",
+    "Sampler": "warp_drive.services.sampler",
+    "EnvironmentReset": "warp_drive.services.reset",
+    "LogController": "warp_drive.services.log",
+    "Environment": "warp_drive.env.environment",
+    "AGENT_PHASES": "warp_drive.env.environment",
+    "Parameter": "warp_drive.env.environment",
+    "EnvWrapper": "warp_drive.env.wrapper",
+    "register_env": "warp_drive.env.registry",
+    "registered_envs": "warp_drive.env.registry",
+    "get_backend": "warp_drive.runtime.backends",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -31,10 +31,12 @@ import signal
 import sys
 from typing import Sequence
 
-from warp_drive import __version__, env_vars
+from warp_drive import __version__
+
+from warp_drive.runtime import env_vars
 from warp_drive.compat.run_config import SHIPPED_FOR_WARPDRIVE_ENV, scaled_overrides
-from warp_drive.registry import EnvLookupError, get_env_class, registered_envs
-from warp_drive.scaffold import ScaffoldError, names_for, scaffold
+from warp_drive.env.registry import EnvLookupError, get_env_class, registered_envs
+from warp_drive.env.scaffold import ScaffoldError, names_for, scaffold
 from warp_drive.training import evaluation
 from warp_drive.training.autoscale import ScaleError, auto_scale
 from warp_drive.training.runs.dirs import resolve_run_dir
@@ -389,7 +391,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def check_backend(name: str) -> None:
     """Start the executor now, so a missing PyCUDA or GPU is one error line naming the fix, not a traceback
     from deep inside the trainer."""
-    from warp_drive.backends import get_backend  # deferred: the executors bring torch; only training needs them
+    from warp_drive.runtime.backends import get_backend  # deferred: the executors bring torch; only training needs them
 
     try:
         get_backend(name)
@@ -651,7 +653,7 @@ def cmd_configs(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from warp_drive import env_check  # deferred: the executors bring torch; only check needs them
+    from warp_drive.env import env_check  # deferred: the executors bring torch; only check needs them
 
     env_vars.check_all()
     names, config = list(args.envs), {}
@@ -765,7 +767,7 @@ def report_failure(command: str, exc: Exception) -> int:
     if isinstance(exc, RunError):  # a run directory in use, an unsafe or unreadable checkpoint, a full disk
         print(f"warp-drive {command}: error: {exc}", file=sys.stderr)
         return EXIT_RUN_ERROR
-    kernels = sys.modules.get("warp_drive.backends.errors")  # loaded by whatever raised one of its errors
+    kernels = sys.modules.get("warp_drive.runtime.backends.errors")  # loaded by whatever raised one of its errors
     if refused_setup(exc) or isinstance(exc, EnvLookupError) or (
             kernels is not None and isinstance(exc, kernels.KernelBuildError)):
         # The user's env, kernel or policies refused at construction (run.build marks those), an env name that

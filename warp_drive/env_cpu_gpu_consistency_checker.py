@@ -1,5 +1,5 @@
 """WarpDrive 2.7's import path ``warp_drive.env_cpu_gpu_consistency_checker``: its ``EnvironmentCPUvsGPU``,
-written in :mod:`warp_drive.compat.consistency_checker` (``warp_drive.consistency`` checks native envs)."""
+written in :mod:`warp_drive.compat.consistency_checker` (``warp_drive.env.consistency`` checks native envs)."""
 
 from warp_drive.compat.consistency_checker import EnvironmentCPUvsGPU, generate_random_actions
 

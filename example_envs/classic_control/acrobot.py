@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .base import F32, ClassicControlEnv, clip32, control_parameters
-from warp_drive.portable_math import cos32, sincos32
+from warp_drive.runtime.portable_math import cos32, sincos32
 
 MAX_VEL_1 = F32(4 * np.pi)
 MAX_VEL_2 = F32(9 * np.pi)

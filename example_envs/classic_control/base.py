@@ -36,7 +36,7 @@ own fixed start, as WarpDrive's snapshot reset did.
 
 The NumPy reference works in float32, operation by operation in the order of
 Gymnasium's Python (so it reads as Gymnasium's formulas), with its sines and
-cosines from ``warp_drive.portable_math.sincos32``, a NumPy port of the kernels' ``wd_sincosf``. NumPy
+cosines from ``warp_drive.runtime.portable_math.sincos32``, a NumPy port of the kernels' ``wd_sincosf``. NumPy
 rounds each float32 operation on its own, as the kernels do (``-ffp-contract=off``
 on the host, ``--fmad=false`` and IEEE division under nvcc), so reference and
 kernel agree bit for bit and the consistency tolerances are zero: any
@@ -52,8 +52,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, THREADS_PER_ENV, Environment, Parameter
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import TERMINATED, THREADS_PER_ENV, Environment, Parameter
 
 F32 = np.float32
 
@@ -173,7 +173,7 @@ class ClassicControlEnv(Environment):
 
     def render(self, frames: dict[str, np.ndarray], out_path):
         """GIF of one episode, each frame drawn from the state by ``draw_state`` (line segments)."""
-        from warp_drive.rendering import render_polylines_episode
+        from warp_drive.env.rendering import render_polylines_episode
 
         states = np.asarray(frames["state"], dtype=np.float64).reshape(len(frames["state"]), -1)
         limits, background = self.view()

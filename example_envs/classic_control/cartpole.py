@@ -19,8 +19,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .base import F32, ClassicControlEnv, control_parameters
-from warp_drive.environment import Parameter
-from warp_drive.portable_math import sincos32
+from warp_drive.env.environment import Parameter
+from warp_drive.runtime.portable_math import sincos32
 
 # Gymnasium's CartPoleEnv constants: masses, the pole, the time step and the bounds must be > 0 (length=0
 # divided by zero in thetaacc and trained into NaN; tau=0 would never move).

@@ -19,8 +19,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .base import F32, ClassicControlEnv, clip32, control_parameters
-from warp_drive.environment import Parameter
-from warp_drive.portable_math import cos32
+from warp_drive.env.environment import Parameter
+from warp_drive.runtime.portable_math import cos32
 from .mountain_car import (
     mountain_car_drawing,
     mountain_car_observation_space,

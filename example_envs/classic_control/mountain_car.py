@@ -17,8 +17,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .base import F32, ClassicControlEnv, clip32, control_parameters
-from warp_drive.environment import Parameter
-from warp_drive.portable_math import cos32
+from warp_drive.env.environment import Parameter
+from warp_drive.runtime.portable_math import cos32
 
 
 def mountain_car_track(goal_position: float) -> tuple[Parameter, ...]:

@@ -18,8 +18,8 @@ import numpy as np
 from gymnasium import spaces
 
 from .base import F32, ClassicControlEnv, clip32, control_parameters
-from warp_drive.environment import Parameter
-from warp_drive.portable_math import sin32, sincos32
+from warp_drive.env.environment import Parameter
+from warp_drive.runtime.portable_math import sin32, sincos32
 
 # Gymnasium's PendulumEnv constants: m and l divide (3 / (m l^2)), dt = 0 would never move, and the limits
 # bound the spaces (Box(-max_torque, max_torque)).

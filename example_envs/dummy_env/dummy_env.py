@@ -1,7 +1,7 @@
 """DummyEnv: agents nudge a value towards a target; the smallest complete environment.
 
 Used by the tests and the tutorials to show every part of the contract in
-``warp_drive/environment.py``: parameters declared once (validated at
+``warp_drive/env/environment.py``: parameters declared once (validated at
 construction, pushed as the kernel's scalars), declared arrays with reset
 twins, a pool of random starts, per-agent spaces, a step kernel whose
 arguments bind by their C names, the framework's clock (the kernel neither
@@ -12,8 +12,8 @@ consistency checker runs beside the kernel.
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, Environment, Parameter
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import TERMINATED, Environment, Parameter
 
 
 class DummyEnv(Environment):

@@ -1,5 +1,5 @@
 """PandemicEconomy: a synthetic pandemic-and-economy systems benchmark (S regions and a planner), class + CUDA C
-step kernel (registered as a built-in env, ``warp_drive.registry.BUILTIN_ENVS``)."""
+step kernel (registered as a built-in env, ``warp_drive.env.registry.BUILTIN_ENVS``)."""
 
 from .pandemic_economy import PandemicEconomy
 

@@ -118,7 +118,7 @@ The project ships no such file.
 
 The NumPy reference (``reference_step``) reproduces the kernel's float32
 operations one by one (``wd_expf``/``wd_logf`` through
-``warp_drive.portable_math``, sums in the kernel's order through
+``warp_drive.runtime.portable_math``, sums in the kernel's order through
 ``np.cumsum``), so kernel and reference agree bit for bit.
 """
 
@@ -131,9 +131,9 @@ from pathlib import Path
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, Parameter, require_finite
-from warp_drive.portable_math import expf32, logf32
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import AGENT_PHASES, TRUNCATED, Environment, Parameter, require_finite
+from warp_drive.runtime.portable_math import expf32, logf32
 
 F32 = np.float32
 FEATURES = 10

@@ -61,7 +61,7 @@ Where this differs from JaxMARL, and why:
   differs from its float64 run).
 
 The NumPy reference reproduces the kernel's float32 operations one by one
-(``wd_expf`` and ``wd_logf`` ported in ``warp_drive.portable_math``), so kernel and reference agree bit for
+(``wd_expf`` and ``wd_logf`` ported in ``warp_drive.runtime.portable_math``), so kernel and reference agree bit for
 bit and the consistency tolerance is zero.
 """
 
@@ -70,9 +70,9 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TRUNCATED, Environment, Parameter
-from warp_drive.portable_math import expf32, log1p32, logf32  # noqa: F401  (re-exported)
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import AGENT_PHASES, TRUNCATED, Environment, Parameter
+from warp_drive.runtime.portable_math import expf32, log1p32, logf32  # noqa: F401  (re-exported)
 
 F32 = np.float32
 NUM_ACTIONS = 5
@@ -82,7 +82,7 @@ INTEGRATORS = ("jaxmarl", "semi_implicit")
 
 
 # ---------------------------------------------------------------------------
-# NumPy ports of wd_expf / wd_logf: in warp_drive.portable_math (importable from here too)
+# NumPy ports of wd_expf / wd_logf: in warp_drive.runtime.portable_math (importable from here too)
 # ---------------------------------------------------------------------------
 
 

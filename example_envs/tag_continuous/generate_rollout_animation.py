@@ -1,4 +1,4 @@
-"""WarpDrive 2.7's ``generate_tag_env_rollout_animation(trainer)`` (tutorial 5), over ``warp_drive.rendering``.
+"""WarpDrive 2.7's ``generate_tag_env_rollout_animation(trainer)`` (tutorial 5), over ``warp_drive.env.rendering``.
 
 It returns what WarpDrive's returned: a ``matplotlib.animation.FuncAnimation``
 of one episode of env 0 with the trainer's current policies (sampled actions),
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from warp_drive import rendering as render
+from warp_drive.env import rendering as render
 
 
 def generate_tag_env_rollout_animation(

@@ -43,7 +43,7 @@ Differences from the original, and why (see ``tag_continuous.cu``):
 
 Distances are compared squared (float32); the tag test is ``sqrt(d2) <
 margin``. The NumPy reference reproduces the kernel's float32 arithmetic
-operation by operation, including ``wd_sincosf`` (``warp_drive.portable_math``), so the two
+operation by operation, including ``wd_sincosf`` (``warp_drive.runtime.portable_math``), so the two
 agree bit for bit and the consistency tolerance is zero.
 """
 
@@ -52,10 +52,10 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, Parameter
-from warp_drive.neighbors import MAX_NEIGHBORS, grid_scratch
-from warp_drive.portable_math import sincos32
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, Parameter
+from warp_drive.env.neighbors import MAX_NEIGHBORS, grid_scratch
+from warp_drive.runtime.portable_math import sincos32
 
 F32 = np.float32
 NUM_FEATURES = 7
@@ -388,7 +388,7 @@ class TagContinuous(Environment):
 
     def render(self, frames: dict[str, np.ndarray], out_path):
         """GIF of one episode: taggers and runners on the square, tagged-out runners grey."""
-        from warp_drive.rendering import render_tag_episode
+        from warp_drive.env.rendering import render_tag_episode
 
         return render_tag_episode(out_path, frames["loc_x"], frames["loc_y"], self.agent_types == 1,
                                   frames["still_in_the_game"].astype(bool), float(self.grid_length),

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, Parameter
-from warp_drive.registry import module_extension
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment, Parameter
+from warp_drive.env.registry import module_extension
 
 TAGGER, RUNNER = 0, 1
 # Discrete(5) action -> (dx, dy); the kernel holds the same table as local constants.
@@ -213,7 +213,7 @@ class TagGridWorld(Environment):
 
     def render(self, frames: dict[str, np.ndarray], out_path):
         """GIF of one episode on the grid (agents sharing a cell fanned out around it)."""
-        from warp_drive.rendering import render_gridworld_episode
+        from warp_drive.env.rendering import render_gridworld_episode
 
         return render_gridworld_episode(out_path, frames["loc_x"], frames["loc_y"], self.agent_types == TAGGER,
                                         int(self.grid_length), title=self.name)
@@ -307,7 +307,7 @@ def _int_at_least(value: Any, low: int, what: str) -> int:
 
 
 def __getattr__(name: str):
-    # Names that installed packages add to this module through entry points (warp_drive.registry.module_extension):
+    # Names that installed packages add to this module through entry points (warp_drive.env.registry.module_extension):
     # WarpDrive 2.7's CUDATagGridWorld, which its programs import from here, is declared that way in pyproject.toml
     # and defined in warp_drive.compat, so this module needs no import of compat (an import contract forbids one).
     return module_extension(__name__, name)

@@ -18,7 +18,7 @@ from gymnasium.utils.env_checker import check_env, data_equivalence  # noqa: E40
 from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 
 from example_envs.dummy_env.dummy_env import DummyEnv  # noqa: E402
-from warp_drive._gymnasium_registration import GYMNASIUM_IDS  # noqa: E402
+from warp_drive.env.gymnasium_ids import GYMNASIUM_IDS  # noqa: E402
 from warp_drive.adapters import GymnasiumEnv, GymnasiumVectorEnv  # noqa: E402
 
 MODES = list(AutoresetMode)

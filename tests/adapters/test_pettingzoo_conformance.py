@@ -17,7 +17,7 @@ from pettingzoo.test import parallel_api_test, parallel_seed_test, state_test  #
 from pettingzoo.utils.conversions import parallel_to_aec  # noqa: E402
 
 from warp_drive.adapters import PettingZooParallelEnv  # noqa: E402
-from warp_drive.registry import BUILTIN_ENVS  # noqa: E402
+from warp_drive.env.registry import BUILTIN_ENVS  # noqa: E402
 
 # Small configs: few agents, short episodes. TagContinuous tags from afar so runners do leave.
 SMALL = {

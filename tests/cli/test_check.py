@@ -1,4 +1,4 @@
-"""``warp-drive check ENV`` (warp_drive/env_check.py): each planted mistake fails the check meant to find it,
+"""``warp-drive check ENV`` (warp_drive/env/env_check.py): each planted mistake fails the check meant to find it,
 naming it, while the checks that cannot see it pass; every example env passes.
 
 The planted envs (tests/env/planted/planted_env.py, one subclass per mistake) are checked by one command, as
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from warp_drive.backends.race import libtsan_path
+from warp_drive.runtime.backends.race import libtsan_path
 from warp_drive.cli import main
-from warp_drive.env_check import CHECKS, GATE_TARGETS
-from warp_drive.env_rollout import libasan_path, scan
-from warp_drive.registry import BUILTIN_ENVS
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.env_check import CHECKS, GATE_TARGETS
+from warp_drive.env.env_rollout import libasan_path, scan
+from warp_drive.env.registry import BUILTIN_ENVS
+from warp_drive.env.wrapper import EnvWrapper
 
 ROOT = Path(__file__).resolve().parents[2]
 PLANTED = ROOT / "tests" / "env" / "planted"

@@ -16,7 +16,7 @@ import pytest
 
 import warp_drive.training
 from warp_drive.cli import main
-from warp_drive.registry import registered_envs
+from warp_drive.env.registry import registered_envs
 from warp_drive.training.config import RunConfig, available_configs, load_config
 
 
@@ -245,9 +245,9 @@ def test_an_unparsable_environment_variable_is_one_line_naming_it(tmp_path, name
 
 
 def test_the_variables_choices_are_the_executors():
-    from warp_drive import env_vars
-    from warp_drive.backend_names import BACKEND_NAMES
-    from warp_drive.backends.cpu import MODES
+    from warp_drive.runtime import env_vars
+    from warp_drive.runtime.backend_names import BACKEND_NAMES
+    from warp_drive.runtime.backends.cpu import MODES
 
     assert env_vars.CPU_MODES == tuple(MODES) and env_vars.BACKENDS == BACKEND_NAMES
 

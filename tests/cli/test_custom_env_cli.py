@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from warp_drive.cli import main
-from warp_drive.registry import EnvLookupError, get_env_class
+from warp_drive.env.registry import EnvLookupError, get_env_class
 
 PACKAGE = "lantern_env"
 CLASS = f"{PACKAGE}.lantern:Lantern"
@@ -239,7 +239,7 @@ def test_a_build_error_is_one_line_with_the_compilers_file_and_line_and_leaves_n
     assert f"broken.cu:{BROKEN_LINE}:" in line and "error:" in line and "undeclared_brightness" in line, line
     assert "command:" not in line
     assert files_under(env_folder / "runs") == []
-    from warp_drive.backends import KernelBuildError
+    from warp_drive.runtime.backends import KernelBuildError
 
     with pytest.raises(KernelBuildError, match="undeclared_brightness"):  # --debug: the traceback
         main(["--debug", *argv])

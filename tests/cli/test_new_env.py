@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from warp_drive.cli import main
-from warp_drive.scaffold import ScaffoldError, names_for, scaffold
+from warp_drive.env.scaffold import ScaffoldError, names_for, scaffold
 
 
 @pytest.mark.parametrize("name, class_name, package", [("Foraging", "Foraging", "foraging"),
@@ -44,6 +44,16 @@ def test_an_existing_folder_or_a_bad_name_is_refused_and_nothing_is_written(tmp_
             names_for(bad)
     assert main(["new", "9lives", "--dir", str(tmp_path)]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foraging"]
+
+
+def test_a_path_given_as_the_name_is_refused_with_the_dir_spelling(tmp_path, capsys, monkeypatch):
+    """``warp-drive new /some/where/Beacon`` once made ``./some_where_beacon`` in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "envs"
+    assert main(["new", f"{target}/Beacon"]) == 2
+    err = capsys.readouterr().err
+    assert f"warp-drive new Beacon --dir {target}" in err and len(err.strip().splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -225,7 +225,7 @@ def test_the_upload_of_another_move_table_is_refused_naming_the_kernel():
 
 
 def test_more_agents_than_the_types_array_holds_stop_with_the_limit_and_the_fix():
-    from warp_drive.backends.errors import KernelLaunchError
+    from warp_drive.runtime.backends.errors import KernelLaunchError
 
     n = 4097
     dm, fm, resetter, _ = _managers(num_agents=n, num_envs=1)

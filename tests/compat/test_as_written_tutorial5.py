@@ -9,7 +9,7 @@ of the pretrained weights that the tutorial loads from
 (``warp_drive.compat.project_root``; ``test_tutorial5_shipped_weights.py``). WarpDrive's own files, copied over
 them from a WarpDrive checkout, load too: the test does that from ``$WARPDRIVE_CHECKOUT`` or ``/tmp/wd`` when one
 is there (the root is under a private build cache), else it loads the shipped ones. ``anim.to_html5_video()`` needs an ffmpeg binary: on PATH, or
-imageio-ffmpeg's (the ``warpdrive`` extra), which ``warp_drive.rendering.find_ffmpeg_for_matplotlib`` hands
+imageio-ffmpeg's (the ``warpdrive`` extra), which ``warp_drive.env.rendering.find_ffmpeg_for_matplotlib`` hands
 matplotlib only when its own lookup fails and the user has not set a path.
 """
 
@@ -214,7 +214,7 @@ def test_imageio_ffmpeg_is_handed_to_matplotlib_only_when_it_finds_none(no_ffmpe
     imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg", reason="pip install 'warp-drive[warpdrive]'")
     from matplotlib.animation import FFMpegWriter
 
-    from warp_drive.rendering import find_ffmpeg_for_matplotlib
+    from warp_drive.env.rendering import find_ffmpeg_for_matplotlib
 
     with matplotlib.rc_context():
         assert not FFMpegWriter.isAvailable()  # the default "ffmpeg" is on no PATH here
@@ -224,7 +224,7 @@ def test_imageio_ffmpeg_is_handed_to_matplotlib_only_when_it_finds_none(no_ffmpe
 
 
 def test_ffmpeg_on_path_or_a_users_setting_is_left_alone(no_ffmpeg_on_path, tmp_path):
-    from warp_drive.rendering import find_ffmpeg_for_matplotlib
+    from warp_drive.env.rendering import find_ffmpeg_for_matplotlib
 
     with matplotlib.rc_context():  # the user's own path, even one that does not exist, is never replaced
         matplotlib.rcParams["animation.ffmpeg_path"] = str(tmp_path / "my_ffmpeg")
@@ -246,7 +246,7 @@ def test_without_any_ffmpeg_the_video_says_what_to_install(no_ffmpeg_on_path, mo
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from warp_drive.rendering import video_animation_class
+    from warp_drive.env.rendering import video_animation_class
 
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # as if not installed: import raises ImportError
     fig = Figure(figsize=(1, 1))

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends.nvcc import find_nvcc
+from warp_drive.runtime.backends.nvcc import find_nvcc
 
 
 def _project_paths():
@@ -423,8 +423,8 @@ def test_the_pycuda_executor_builds_the_same_test_build_with_nvcc():
     """The GPU path: what the compat layer hands the executor for the root's test_build.cu (a backend
     build: sources, include dirs, defines -- the same on every executor) builds with nvcc, the
     pycuda executor's own flags, and testkernel keeps no stack frame and spills nothing."""
-    from warp_drive.backends.cpu import CpuBackend
-    from warp_drive.backends.resources import ptxas_resources
+    from warp_drive.runtime.backends.cpu import CpuBackend
+    from warp_drive.runtime.backends.resources import ptxas_resources
     from warp_drive.managers.pycuda_managers.pycuda_function_manager import PyCUDAFunctionManager
 
     class Recording(CpuBackend):

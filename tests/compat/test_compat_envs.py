@@ -278,7 +278,7 @@ def test_the_guides_native_port_steps_as_the_warpdrive_original(registrar):
     matches the WarpDrive-style class step for step, and passes the native consistency checker."""
     from warpdrive_style.line_chase_native import LineChaseNative
 
-    from warp_drive.consistency import check
+    from warp_drive.env.consistency import check
 
     original = wrap(registrar, num_envs=3)
     original.reset()

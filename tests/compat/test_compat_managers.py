@@ -18,11 +18,11 @@ import torch
 
 from warp_drive.compat import managers as compat
 from warp_drive.compat.cuda_build import build_warpdrive_source, warpdrive_defines
-from warp_drive.data_manager import DataManager
-from warp_drive.function_manager import FunctionFeed, FunctionManager
-from warp_drive.log import LogController
-from warp_drive.reset import EnvironmentReset
-from warp_drive.sampler import Sampler
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.runtime.function_manager import FunctionFeed, FunctionManager
+from warp_drive.services.log import LogController
+from warp_drive.services.reset import EnvironmentReset
+from warp_drive.services.sampler import Sampler
 
 # --------------------------------------------------------------------------- import paths
 
@@ -47,7 +47,7 @@ def test_warpdrive_import_paths_resolve_to_this_projects_classes():
     from warp_drive.utils.data_feed import DataFeed
     from warp_drive.utils.env_registrar import EnvironmentRegistrar, env_registrar
 
-    import warp_drive.data_feed
+    import warp_drive.runtime.data_feed
 
     pairs = [(CUDADataManager, DataManager), (CUDAFunctionManager, FunctionManager), (CUDAFunctionFeed, FunctionFeed),
              (CUDASampler, Sampler), (CUDAEnvironmentReset, EnvironmentReset), (CUDALogController, LogController)]
@@ -57,7 +57,7 @@ def test_warpdrive_import_paths_resolve_to_this_projects_classes():
     assert PyCUDAFunctionManager is CUDAFunctionManager
     assert PyCUDASampler is CUDASampler and PyCUDAEnvironmentReset is CUDAEnvironmentReset
     assert PyCUDALogController is CUDALogController
-    assert issubclass(DataFeed, warp_drive.data_feed.DataFeed)
+    assert issubclass(DataFeed, warp_drive.runtime.data_feed.DataFeed)
     pools = DataFeed()
     # WarpDrive's keywords
     pools.add_pool_for_reset(name="start_pool", data=np.zeros((4, 2), np.float32), reset_target="start")

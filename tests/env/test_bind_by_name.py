@@ -1,4 +1,4 @@
-"""A step kernel's arguments bind by their C parameter names (warp_drive.function_manager.arguments_by_name).
+"""A step kernel's arguments bind by their C parameter names (warp_drive.runtime.function_manager.arguments_by_name).
 
 Binding by position let a swap of two same-typed arguments (two ints, two floats) reach the kernel, where it
 corrupted memory; binding by name makes it impossible, and an old ``step_args`` list that disagrees with the C
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from example_envs.dummy_env.dummy_env import DummyEnv
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 DUMMY_ARGS = ("values", "sampled_actions", "observations", "rewards", "agents_on_target", "_done_", "_timestep_",
               "step_size", "target", "tolerance", "n_agents", "episode_length")

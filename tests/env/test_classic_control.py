@@ -22,12 +22,12 @@ import torch
 from gymnasium.wrappers import TimeLimit
 
 from example_envs.classic_control import Acrobot, CartPole, ContinuousMountainCar, MountainCar, Pendulum
-from warp_drive.portable_math import sincos32
-from warp_drive.consistency import check, host_arrays
+from warp_drive.runtime.portable_math import sincos32
+from warp_drive.env.consistency import check, host_arrays
 from warp_drive.env_wrapper import EnvWrapper
-from warp_drive.environment import THREADS_PER_ENV
-from warp_drive.registry import get_env_class
-from warp_drive.sampler import Sampler
+from warp_drive.env.environment import THREADS_PER_ENV
+from warp_drive.env.registry import get_env_class
+from warp_drive.services.sampler import Sampler
 
 F32 = np.float32
 PI = np.pi

@@ -1,11 +1,11 @@
-"""``warp_drive.demo``: the end-to-end runtime loop (sample, step, reset, log)."""
+"""``warp_drive.env.demo``: the end-to-end runtime loop (sample, step, reset, log)."""
 
 from __future__ import annotations
 
 import pytest
 
-import warp_drive.demo as demo
-from warp_drive.reset import EnvironmentReset
+import warp_drive.env.demo as demo
+from warp_drive.services.reset import EnvironmentReset
 
 RING_SIZE = 16  # the demo's ring (run() does not return it)
 EPISODE_LENGTH = 50  # the demo's episode length

@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from warp_drive.environment import Environment
+from warp_drive.env.environment import Environment
 
 ROOT = Path(__file__).resolve().parents[2]
-READERS = ["warp_drive/env_wrapper.py", "warp_drive/consistency.py", "warp_drive/training/runs/callbacks.py",
+READERS = ["warp_drive/env_wrapper.py", "warp_drive/env/consistency.py", "warp_drive/training/runs/callbacks.py",
            "warp_drive/training/trainer.py", "warp_drive/adapters/gymnasium.py", "warp_drive/adapters/pettingzoo.py"]
 HOOKS = {"cuda_defines": {}, "consistency_atol": None, "consistency_rtol": None, "render_arrays": (),
          "step_args": (), "consistency_skip": ()}

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from example_envs.dummy_env.dummy_env import DummyEnv
-from warp_drive import registry
-from warp_drive.backends import KernelBuildError
-from warp_drive.consistency import ConsistencyError, check
+from warp_drive.env import registry
+from warp_drive.runtime.backends import KernelBuildError
+from warp_drive.env.consistency import ConsistencyError, check
 from warp_drive.env_wrapper import EnvWrapper
 
 
@@ -140,7 +140,7 @@ CUSTOM_MODULE = """
 import numpy as np
 from gymnasium import spaces
 from warp_drive import Environment
-from warp_drive.data_feed import DataFeed
+from warp_drive.runtime.data_feed import DataFeed
 
 class Doubler(Environment):
     name = "Doubler"
@@ -262,7 +262,7 @@ def test_consistency_skip_leaves_declared_scratch_out():
 
 
 def test_an_environment_missing_part_of_the_contract_cannot_be_built():
-    from warp_drive.environment import Environment
+    from warp_drive.env.environment import Environment
 
     class NoArrays(Environment):  # a reference is optional (tests/env/test_no_reference.py); the arrays are not
         def observation_space(self, agent_id):
@@ -279,8 +279,8 @@ def test_a_step_binding_given_to_the_wrapper_builds_the_step_and_chooses_the_fir
     """EnvWrapper's one extension point for envs not written to the contract (WarpDrive's passes its own):
     the binding's step is what step_all_envs launches, and with host_first_reset the pushed arrays are the
     first episode's start (no pool draw at construction nor at the first reset_all_envs)."""
-    from warp_drive.wrapper import EnvWrapper as CoreWrapper
-    from warp_drive.wrapper import StepBinding
+    from warp_drive.env.wrapper import EnvWrapper as CoreWrapper
+    from warp_drive.env.wrapper import StepBinding
 
     class CountingHostStart(StepBinding):
         host_first_reset = True
@@ -314,7 +314,7 @@ def test_a_step_binding_given_to_the_wrapper_builds_the_step_and_chooses_the_fir
 
 def test_reseed_keeps_a_pool_the_env_pushed_itself():
     """reseed redraws the pools of get_reset_pools; one the env pushed in its own data dictionary is its own."""
-    from warp_drive.wrapper import EnvWrapper as CoreWrapper
+    from warp_drive.env.wrapper import EnvWrapper as CoreWrapper
 
     own = np.array([[0.5] * 2, [-0.5] * 2], np.float32)
 

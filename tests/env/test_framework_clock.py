@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from example_envs.dummy_env.dummy_env import DummyEnv
-from warp_drive.consistency import check
-from warp_drive.data_manager import DataManager
-from warp_drive.environment import Environment
-from warp_drive.env_clock import DeviceClock
-from warp_drive.function_manager import FunctionManager
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.consistency import check
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.env.environment import Environment
+from warp_drive.services.env_clock import DeviceClock
+from warp_drive.runtime.function_manager import FunctionManager
+from warp_drive.env.wrapper import EnvWrapper
 
 
 class KernelOnly(DummyEnv):

@@ -1,4 +1,4 @@
-"""Agent groups with their own arrays (warp_drive/group_arrays.py): a group of 4-number observations
+"""Agent groups with their own arrays (warp_drive/env/group_arrays.py): a group of 4-number observations
 and Discrete(5) actions beside one of 7-number observations and Box(2) actions, each in arrays of its
 own shape; checked at construction, stepped against a NumPy reference and trained by PPO on both cpu
 executors (real kernels)."""
@@ -13,12 +13,12 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TRUNCATED, Environment
-from warp_drive.registry import register_env
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import TRUNCATED, Environment
+from warp_drive.env.registry import register_env
 from warp_drive.training.config import RunConfig
 from warp_drive.training.run import build
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 KERNEL = Path(__file__).parents[1] / "kernels" / "two_groups.cu"
 
@@ -121,7 +121,7 @@ def test_agents_with_no_array_of_a_kind_are_named():
 
 
 def test_the_kernel_matches_its_reference(env_backend):
-    from warp_drive.consistency import check
+    from warp_drive.env.consistency import check
 
     report, = check(TwoGroups, {"n_pickers": 3, "n_movers": 4}, num_envs=5, num_episodes=2, backend=env_backend)
     assert report.truncated == 10 and "observations_movers" in report.arrays
@@ -207,7 +207,7 @@ def test_pettingzoo_gives_a_groups_masks_in_the_infos():
 
 
 def test_a_group_masks_its_own_actions():
-    from warp_drive.consistency import random_action_arrays
+    from warp_drive.env.consistency import random_action_arrays
 
     with pytest.raises(ValueError, match=r"group 'pickers''s 'action_mask_pickers' is int32 \(2, 3, 4\); expected "
                                          r"int32 \(2, 3, 5\)"):

@@ -1,4 +1,4 @@
-"""``warp_drive.neighbors`` (Python) against ``<warp_drive/neighbors.h>`` (C): the
+"""``warp_drive.env.neighbors`` (Python) against ``<warp_drive/neighbors.h>`` (C): the
 scratch an env allocates is the scratch its kernel uses."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from warp_drive.backends import get_backend
-from warp_drive.neighbors import GRID_MIN_AGENTS, MAX_NEIGHBORS, grid_scratch, grid_scratch_words
+from warp_drive.runtime.backends import get_backend
+from warp_drive.env.neighbors import GRID_MIN_AGENTS, MAX_NEIGHBORS, grid_scratch, grid_scratch_words
 
 KERNELS = Path(__file__).parents[1] / "kernels"
 

@@ -11,10 +11,10 @@ import pytest
 from resume_check import assert_same_run, straight_and_resumed
 
 from example_envs.dummy_env.dummy_env import DummyEnv
-from warp_drive.environment import Environment
-from warp_drive.registry import register_env
+from warp_drive.env.environment import Environment
+from warp_drive.env.registry import register_env
 from warp_drive.training.config import load_config
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 
 class KernelOnly(DummyEnv):
@@ -71,7 +71,7 @@ def test_an_env_without_a_reference_trains_checkpoints_and_resumes_exactly(tmp_p
 
 
 def test_the_consistency_checker_says_in_one_line_that_there_is_no_reference():
-    from warp_drive.consistency import NoReferenceError, check
+    from warp_drive.env.consistency import NoReferenceError, check
 
     with pytest.raises(NoReferenceError) as error:
         check(KernelOnly, num_envs=2, num_episodes=1)

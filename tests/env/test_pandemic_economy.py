@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from example_envs.pandemic_economy import PandemicEconomy
-from warp_drive.consistency import check, host_arrays, random_action_arrays
-from warp_drive.registry import get_env_class
+from warp_drive.env.consistency import check, host_arrays, random_action_arrays
+from warp_drive.env.registry import get_env_class
 from warp_drive.training.config import RunConfig
 from warp_drive.training.run import build
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 # A short, small configuration that still crosses every rule: cooldowns, planner decisions, the delay ring
 # wrapping, the filter ring wrapping (memory < episode; 15 taps: the filter's eight lanes and seven left

@@ -1,4 +1,4 @@
-"""Parameters declared once (``warp_drive/env_parameters.py``): one table per env drives validation at
+"""Parameters declared once (``warp_drive/env/env_parameters.py``): one table per env drives validation at
 construction, the kernel's scalars, the run config's ``env.config`` keys and ``warp-drive envs --describe``;
 envs without a table keep working."""
 
@@ -13,9 +13,9 @@ from gymnasium import spaces
 from example_envs.classic_control.cartpole import CartPole
 from example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive.cli import main
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import Environment, Parameter, ParameterError
-from warp_drive.registry import BUILTIN_ENVS, get_env_class, register_env
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import Environment, Parameter, ParameterError
+from warp_drive.env.registry import BUILTIN_ENVS, get_env_class, register_env
 from warp_drive.training.config import ConfigError, RunConfig, check_env
 
 

@@ -18,10 +18,10 @@ import torch
 
 from example_envs.simple_spread import SimpleSpread
 from example_envs.simple_spread.simple_spread import expf32, logf32
-from warp_drive.consistency import check
+from warp_drive.env.consistency import check
 from warp_drive.env_wrapper import EnvWrapper
-from warp_drive.function_manager import FunctionManager
-from warp_drive.registry import get_env_class
+from warp_drive.runtime.function_manager import FunctionManager
+from warp_drive.env.registry import get_env_class
 
 K = 1e-3  # contact margin
 R_SUM = 0.3  # two agent radii

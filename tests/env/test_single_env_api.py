@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.registry import BUILTIN_ENVS, get_env_class
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.registry import BUILTIN_ENVS, get_env_class
+from warp_drive.env.wrapper import EnvWrapper
 
 QUICK = [name for name in BUILTIN_ENVS if name != "PandemicEconomy"]  # its default episode is 540 steps of 52 agents
 

@@ -11,8 +11,8 @@ import pytest
 from gymnasium import spaces
 
 from example_envs.dummy_env.dummy_env import DummyEnv
-from warp_drive.consistency import check
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.consistency import check
+from warp_drive.env.wrapper import EnvWrapper
 
 
 def _observing(width: int, agent: int | None = None):

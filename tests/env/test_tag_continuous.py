@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from example_envs.tag_continuous import TagContinuous
-from warp_drive.portable_math import sincos32 as sincosf
-from warp_drive.consistency import check
+from warp_drive.runtime.portable_math import sincos32 as sincosf
+from warp_drive.env.consistency import check
 from warp_drive.env_wrapper import EnvWrapper
 
 L = 10.0  # default grid_length

@@ -20,10 +20,10 @@ import torch
 from gymnasium import spaces
 
 from example_envs.tag_gridworld.tag_gridworld import TagGridWorld
-from warp_drive.consistency import ConsistencyError, check
+from warp_drive.env.consistency import ConsistencyError, check
 from warp_drive.env_wrapper import EnvWrapper
-from warp_drive.environment import AGENT_PHASES
-from warp_drive.registry import get_env_class
+from warp_drive.env.environment import AGENT_PHASES
+from warp_drive.env.registry import get_env_class
 
 f32 = np.float32
 STAY, EAST, WEST, NORTH, SOUTH = 0, 1, 2, 3, 4  # +x = EAST, +y = NORTH

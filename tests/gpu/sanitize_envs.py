@@ -46,7 +46,7 @@ TRAINING_CONFIGS = ("tag_continuous_small", "cartpole")
 
 def all_env_workloads():
     """Every built-in env at its defaults (a few replicas), then the cooperative DummyEnv."""
-    from warp_drive.registry import BUILTIN_ENVS
+    from warp_drive.env.registry import BUILTIN_ENVS
 
     return [(name, 3, {}, None) for name in BUILTIN_ENVS] + [("DummyEnv", 2, {"num_agents": 200}, 4)]
 
@@ -55,9 +55,9 @@ def drive_env(name: str, num_envs: int, config: dict, blocks_per_env, backend: s
               require_cooperative: bool = False) -> str:
     import torch
 
-    from warp_drive.backends import get_backend
-    from warp_drive.consistency import random_action_arrays
-    from warp_drive.wrapper import EnvWrapper
+    from warp_drive.runtime.backends import get_backend
+    from warp_drive.env.consistency import random_action_arrays
+    from warp_drive.env.wrapper import EnvWrapper
 
     executor = get_backend(backend)
     note = ""

@@ -10,6 +10,7 @@ import pytest
 from warp_drive.training.config import load_config
 from warp_drive.training.ddpg import DDPG
 from warp_drive.training.run import build
+from warp_drive.training.vtrace import VTrace
 
 
 def config(name, *overrides):
@@ -19,6 +20,20 @@ def config(name, *overrides):
 @pytest.mark.slow
 def test_cartpole_greedy_return_rises_past_195():
     trainer = build(config("cartpole", "trainer.total_steps=122880"))
+    before = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
+    while trainer.iteration < trainer.num_iterations:
+        trainer.iterate()
+    after = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
+    assert before < 100 and after >= 195, (before, after)
+
+
+@pytest.mark.slow
+def test_vtrace_learns_cartpole_from_a_one_update_stale_behaviour_policy():
+    """The small algorithm added on the Algorithm contract (training/vtrace.py) learns on the shipped CartPole
+    config with only ``algorithm`` changed. Measured at 122,880 env steps, greedy: seed 1 52 -> 498, seed 2
+    46 -> 288, seed 3 47 -> 9 (PPO on the same seeds: 2 -> 171, 3 -> 409): the seed is the config's."""
+    trainer = build(config("cartpole", "trainer.total_steps=122880", "policy.shared.algorithm=VTRACE"))
+    assert isinstance(trainer.algorithm, VTrace)
     before = trainer.run_episodes(greedy=True)["mean_return"]["shared"]
     while trainer.iteration < trainer.num_iterations:
         trainer.iterate()

@@ -28,7 +28,7 @@ def core_callables():
     from warp_drive.training.ddpg import DDPGTrainer
     from warp_drive.training.ppo import PPOTrainer
     from warp_drive.training.loop import OnDeviceTrainer
-    from warp_drive.wrapper import EnvWrapper
+    from warp_drive.env.wrapper import EnvWrapper
 
     return {"EnvWrapper": EnvWrapper.__init__, "OnDeviceTrainer": OnDeviceTrainer.__init__,
             "PPOTrainer": PPOTrainer.__init__, "DDPGTrainer": DDPGTrainer.__init__,
@@ -59,7 +59,8 @@ def test_warpdrive_kept_paths_take_its_parameters():
 
 def test_a_core_wrapper_is_accepted_where_warpdrive_expects_its_envwrapper():
     """WarpDrive programs handed a wrapper this project built (``build(config).env``) accept it."""
-    from warp_drive import env_wrapper, wrapper
+    from warp_drive import env_wrapper
+    from warp_drive.env import wrapper
 
     assert issubclass(env_wrapper.EnvWrapper, wrapper.EnvWrapper)
     core = object.__new__(wrapper.EnvWrapper)

@@ -49,9 +49,9 @@ def test_migration_guide_is_a_page(site):
 
 
 def test_api_reference_documents_public_classes(site):
-    html = read(site, "api/environments.html")
-    assert 'id="warp_drive.wrapper.EnvWrapper"' in html
-    assert 'id="warp_drive.wrapper.EnvWrapper.step_all_envs"' in html
+    html = read(site, "api/env.html")
+    assert 'id="warp_drive.env.wrapper.EnvWrapper"' in html
+    assert 'id="warp_drive.env.wrapper.EnvWrapper.step_all_envs"' in html
     training = read(site, "api/training.html")
     assert 'id="warp_drive.training.ppo.PPOTrainer"' in training
     assert 'id="warp_drive.training.ppo.losses.ppo_update"' in training

@@ -64,3 +64,14 @@ def test_the_small_algorithm_builds_on_the_contract_alone():
     assert "warp_drive.training.rollout" not in imported and "warp_drive.training.loop" not in imported
     for name in SHARED:
         assert "vtrace" not in (PACKAGE / name).read_text(encoding="utf-8").lower(), name
+
+
+# One PPO iteration's own code (acting, recording, GAE, the loss and the minibatch update) read top to bottom;
+# the rollout and loop it runs in are shared by every algorithm (SHARED).
+PPO_ITERATION = ("training/ppo/algorithm.py", "training/ppo/losses.py")
+MAX_PPO_ITERATION_LINES = 300
+
+
+def test_one_ppo_iteration_reads_in_two_files_of_at_most_300_lines():
+    lines = {f: len((PACKAGE / f).read_text(encoding="utf-8").splitlines()) for f in PPO_ITERATION}
+    assert sum(lines.values()) <= MAX_PPO_ITERATION_LINES, f"one PPO iteration has grown: {lines}"

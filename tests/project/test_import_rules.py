@@ -38,11 +38,15 @@ def test_the_import_contracts_are_kept():
 
 @pytest.mark.parametrize("module, planted, contract", [
     # the runtime reaching up into the env layer, inside a function (a deferred import hides nothing)
-    ("data_manager.py", "def _planted():\n    from warp_drive import wrapper\n", "layers import downward"),
+    ("runtime/data_manager.py", "def _planted():\n    from warp_drive.env import wrapper\n", "layers import downward"),
     # a core module importing WarpDrive's compatibility layer
-    ("sampler.py", "def _planted():\n    import warp_drive.compat.managers\n", "compatibility is a leaf"),
+    ("services/sampler.py", "def _planted():\n    import warp_drive.compat.managers\n", "compatibility is a leaf"),
     # a new cycle: the backends' errors importing the interface that imports them
-    ("backends/errors.py", "def _planted():\n    from warp_drive.backends import base\n", "No import cycles"),
+    ("runtime/backends/errors.py", "def _planted():\n    from warp_drive.runtime.backends import base\n", "No import cycles"),
+    # inside a layer: the env contract reaching up to the wrapper built on it, the sampler up to the log
+    ("env/environment.py", "def _planted():\n    from warp_drive.env import wrapper\n", "Inside the env layer"),
+    ("services/sampler.py", "def _planted():\n    from warp_drive.services import log\n", "Inside the services layer"),
+    ("runtime/data_feed.py", "def _planted():\n    from warp_drive.runtime import data_manager\n", "Inside the runtime layer"),
 ])
 def test_a_planted_violation_breaks_its_contract(tmp_path, module, planted, contract):
     assert_planted_violation_breaks(tmp_path, Path("warp_drive") / module, planted, contract)

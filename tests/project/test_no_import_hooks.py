@@ -51,7 +51,7 @@ import importlib.util, sys
 from pathlib import Path
 import warp_drive
 import example_envs.tag_continuous.tag_continuous as module
-from warp_drive.registry import get_env_class
+from warp_drive.env.registry import get_env_class
 assert get_env_class("TagContinuous") is module.TagContinuous
 assert importlib.util.find_spec("warp_drive.example_envs") is None, "warp_drive.example_envs is importable"
 assert not [name for name in sys.modules if name.startswith("warp_drive.example_envs")]
@@ -74,7 +74,7 @@ import sys
 sys.meta_path[:] = [finder for finder in sys.meta_path if "__editable__" not in getattr(finder, "__module__", "")]
 sys.path.insert(1, {str(ROOT)!r})
 import example_envs
-from warp_drive.registry import EnvLookupError, get_env_class
+from warp_drive.env.registry import EnvLookupError, get_env_class
 assert example_envs.OWNER == "user"
 try:
     get_env_class("TagContinuous")
@@ -91,7 +91,7 @@ else:
 def test_a_module_extension_is_an_entry_point_named_after_the_module():
     """WarpDrive's CUDATagGridWorld reaches the example env's module through its entry point, not an import."""
     from warp_drive.compat.example_envs import CUDATagGridWorld
-    from warp_drive.registry import module_extension
+    from warp_drive.env.registry import module_extension
 
     module = "example_envs.tag_gridworld.tag_gridworld"
     assert module_extension(module, "CUDATagGridWorld") is CUDATagGridWorld

@@ -123,7 +123,7 @@ def test_dir_lists_the_lazy_exports():
 EXAMPLE_ENVS_CHECK = """
 import example_envs.tag_continuous.tag_continuous as a
 from example_envs.tag_gridworld.tag_gridworld import CUDATagGridWorld, TagGridWorld
-from warp_drive.registry import get_env_class
+from warp_drive.env.registry import get_env_class
 assert get_env_class("TagContinuous") is a.TagContinuous
 assert issubclass(CUDATagGridWorld, TagGridWorld) and CUDATagGridWorld.__module__ == "warp_drive.compat.example_envs"
 print("ok", a.TagContinuous.cuda_source_path())

@@ -1,6 +1,6 @@
 """A CUDA driver for the ``pycuda`` executor's host code whose kernels are the real ones.
 
-No GPU runs here, so :mod:`warp_drive.backends.pycuda_backend` is pointed at
+No GPU runs here, so :mod:`warp_drive.runtime.backends.pycuda_backend` is pointed at
 this stand-in for ``libcuda`` (and for ``pycuda.driver``): the backend builds
 with nvcc as it always does, and hands the driver the cubin, its constant
 uploads and its launches. The driver
@@ -8,7 +8,7 @@ uploads and its launches. The driver
 * loads a module: it finds which sources (with include dirs and defines) the
   backend compiled that cubin from -- the backend's build plans are recorded --
   and builds the *same* sources with the GPU-shaped cpu executor
-  (:class:`~warp_drive.backends.cpu.GpuShapedCpuBackend`, which like nvcc does
+  (:class:`~warp_drive.runtime.backends.cpu.GpuShapedCpuBackend`, which like nvcc does
   not define ``WD_CPU_EXECUTOR``). Every load gets its own copy of the cpu
   library, so each module has its own ``__constant__`` storage, as on a GPU;
 * answers ``cuModuleGetGlobal`` from the cubin's symbol table (name and size)
@@ -60,10 +60,10 @@ from pathlib import Path
 
 import torch
 
-from warp_drive.backends import get_backend
-from warp_drive.backends import pycuda_backend as pb
-from warp_drive.backends.base import KernelLaunchError
-from warp_drive.backends.cpu import CpuModule, GpuShapedCpuBackend
+from warp_drive.runtime.backends import get_backend
+from warp_drive.runtime.backends import pycuda_backend as pb
+from warp_drive.runtime.backends.base import KernelLaunchError
+from warp_drive.runtime.backends.cpu import CpuModule, GpuShapedCpuBackend
 
 # ---------------------------------------------------------------- cuda.h (CUDA 13.0)
 CUDA_SUCCESS = 0
@@ -687,7 +687,7 @@ def install(monkeypatch, **driver_options) -> tuple[pb.PyCudaBackend, FakeCudaDr
     ``synchronize``). The backend's arrays live on the CPU (``backend.device``),
     which is where the fake driver's kernels read them.
     """
-    from warp_drive import function_manager
+    from warp_drive.runtime import function_manager
 
     driver = FakeCudaDriver(**driver_options)
     package = types.ModuleType("pycuda")

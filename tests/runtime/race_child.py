@@ -1,5 +1,5 @@
 """What tests/runtime/test_race_mode.py runs in a process started for race mode
-(``warp_drive.backends.race.race_environment()``: libtsan preloaded). Prints
+(``warp_drive.runtime.backends.race.race_environment()``: libtsan preloaded). Prints
 one JSON line: what each launch or check did, errors as their messages, so the
 test sees every result, not only the first failure.
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from warp_drive.backends.cpu import CpuBackend, GpuShapedCpuBackend
-from warp_drive.backends.race import KernelRaceError
+from warp_drive.runtime.backends.cpu import CpuBackend, GpuShapedCpuBackend
+from warp_drive.runtime.backends.race import KernelRaceError
 
 PLANTED = Path(__file__).resolve().parent.parent / "kernels" / "race_planted.cu"
 
@@ -91,8 +91,8 @@ CAPS = (64, 3, 2)
 
 
 def envs() -> dict:
-    from warp_drive.consistency import check
-    from warp_drive.registry import get_env_class
+    from warp_drive.env.consistency import check
+    from warp_drive.env.registry import get_env_class
 
     out = {}
     capped = {cap: ThreadCapped(cap) for cap in CAPS}  # one backend each: modules are built once per backend
@@ -120,8 +120,8 @@ def framework() -> dict:
     """The framework's kernels as the demo (categorical sampling, resets, done
     flags, the episode log) and DDPG's rollout (Ornstein-Uhlenbeck sampling) run
     them, and its test probes (Philox, math, RNG)."""
-    import warp_drive.demo as demo
-    from warp_drive.function_manager import FunctionManager
+    import warp_drive.env.demo as demo
+    from warp_drive.runtime.function_manager import FunctionManager
     from warp_drive.training.config import load_config
     from warp_drive.training.run import build
 
@@ -145,7 +145,7 @@ def framework() -> dict:
     def device_resets():  # an env's own reset kernel, and the forced reset that marks every env for it
         sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "services"))
         from random_start_env import RandomStart
-        from warp_drive.wrapper import EnvWrapper
+        from warp_drive.env.wrapper import EnvWrapper
 
         wrapper = EnvWrapper(RandomStart, 3, backend=GpuShapedCpuBackend(), seed=0)
         for _ in range(6):

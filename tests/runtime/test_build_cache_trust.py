@@ -1,4 +1,4 @@
-"""The build cache loads only what it built (see ``warp_drive/backends/build_cache.py``).
+"""The build cache loads only what it built (see ``warp_drive/runtime/backends/build_cache.py``).
 
 Real compilers, real files: a foreign library planted at the exact path of a
 cached product, a product truncated or with its machine code altered, cache
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from warp_drive.backends import build_cache
-from warp_drive.backends.base import KernelBuildError
+from warp_drive.runtime.backends import build_cache
+from warp_drive.runtime.backends.base import KernelBuildError
 
 pytestmark = pytest.mark.slow  # compiles kernels in fresh caches and child processes (the fast tier: pytest -m 'not slow')
 
@@ -35,7 +35,7 @@ extern "C" __global__ void scaled(const float* in, float* out, int n) {
 
 BUILD_SCRIPT = """
 import sys, torch
-from warp_drive.backends.cpu import CpuBackend
+from warp_drive.runtime.backends.cpu import CpuBackend
 
 module = CpuBackend().build([sys.argv[1]])
 x = torch.arange(40, dtype=torch.float32)
@@ -185,7 +185,7 @@ def test_cache_writable_by_others_is_refused_naming_it(tmp_path, monkeypatch):
     os.chmod(cache, 0o700)
     (cache / "cpu").mkdir(mode=0o700)
     os.chmod(cache / "cpu", 0o775)
-    from warp_drive.backends.cpu import CpuBackend
+    from warp_drive.runtime.backends.cpu import CpuBackend
 
     source = tmp_path / "scaled.cu"
     source.write_text(SOURCE)
@@ -241,7 +241,7 @@ def test_racing_builders_leave_a_product_and_hash_that_agree(tmp_path, monkeypat
 
 # ---------------------------------------------------------------- pycuda products (nvcc, no GPU needed)
 def _toolchain():
-    from warp_drive.backends import pycuda_backend as pb
+    from warp_drive.runtime.backends import pycuda_backend as pb
 
     if pb.find_nvcc() is None:
         pytest.skip("nvcc not found")
@@ -249,7 +249,7 @@ def _toolchain():
 
 
 def test_cubin_truncated_or_altered_is_rebuilt(tmp_path, monkeypatch):
-    from warp_drive.backends import pycuda_backend as pb
+    from warp_drive.runtime.backends import pycuda_backend as pb
 
     monkeypatch.setenv("WARP_DRIVE_CACHE", str(tmp_path / "cache"))
     source = tmp_path / "scaled.cu"
@@ -268,7 +268,7 @@ def test_cubin_truncated_or_altered_is_rebuilt(tmp_path, monkeypatch):
 
 
 def test_altered_ptxas_report_is_rebuilt_not_believed(tmp_path, monkeypatch):
-    from warp_drive.backends.resources import ptxas_resources
+    from warp_drive.runtime.backends.resources import ptxas_resources
 
     _toolchain()
     monkeypatch.setenv("WARP_DRIVE_CACHE", str(tmp_path / "cache"))
@@ -286,8 +286,8 @@ def test_altered_ptxas_report_is_rebuilt_not_believed(tmp_path, monkeypatch):
 EDIT_DURING_BUILD = """
 import sys, torch
 from pathlib import Path
-from warp_drive.backends import build_cache
-from warp_drive.backends.cpu import CpuBackend
+from warp_drive.runtime.backends import build_cache
+from warp_drive.runtime.backends.cpu import CpuBackend
 
 source, header, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 if mode == "edit":  # the header is saved while the compiler runs (after the build hashed its input)

@@ -9,7 +9,7 @@ before anyone meets it on a GPU.
 
 What is built, each with ``nvcc -cubin -Xptxas -v`` for sm_75, sm_80, sm_90 and
 sm_120, and once with ``-G`` (device debug) for sm_90 -- the pycuda
-executor's own flags, through :func:`warp_drive.backends.resources.ptxas_reports`
+executor's own flags, through :func:`warp_drive.runtime.backends.resources.ptxas_reports`
 (one preprocessing per unit, nvcc on a small thread pool, every report in the
 build cache, so a second run only re-reads the sources):
 
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import pytest
 
-from warp_drive.backends.nvcc import find_nvcc
+from warp_drive.runtime.backends.nvcc import find_nvcc
 
 if find_nvcc() is None:
     pytest.skip("nvcc not found: the build gate compiles every shipped kernel with nvcc -Xptxas -v for sm_75, sm_80, "
@@ -64,10 +64,10 @@ if find_nvcc() is None:
 
 import test_kernel_resources as kr  # noqa: E402  (the documented configurations and the offline GPU)
 
-from warp_drive.backends import build_cache  # noqa: E402
-from warp_drive.backends.cpu import GpuShapedCpuBackend  # noqa: E402
-from warp_drive.backends.errors import KernelBuildError  # noqa: E402
-from warp_drive.backends.resources import (  # noqa: E402
+from warp_drive.runtime.backends import build_cache  # noqa: E402
+from warp_drive.runtime.backends.cpu import GpuShapedCpuBackend  # noqa: E402
+from warp_drive.runtime.backends.errors import KernelBuildError  # noqa: E402
+from warp_drive.runtime.backends.resources import (  # noqa: E402
     ARCH_LIMITS,
     DEFAULT_ARCH,
     KernelResources,
@@ -80,10 +80,10 @@ from warp_drive.backends.resources import (  # noqa: E402
     ptxas_reports,
     ptxas_resources,
 )
-from warp_drive.backends.signature import parse_symbols  # noqa: E402
-from warp_drive.demo import WALK_SOURCE  # noqa: E402
-from warp_drive.function_manager import CORE_SOURCES, EnvTooLargeError, FunctionManager  # noqa: E402
-from warp_drive.registry import BUILTIN_ENVS, get_env_class  # noqa: E402
+from warp_drive.runtime.backends.signature import parse_symbols  # noqa: E402
+from warp_drive.env.demo import WALK_SOURCE  # noqa: E402
+from warp_drive.runtime.function_manager import CORE_SOURCES, EnvTooLargeError, FunctionManager  # noqa: E402
+from warp_drive.env.registry import BUILTIN_ENVS, get_env_class  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = REPO / "tests" / "kernels"
@@ -97,7 +97,7 @@ LOCAL_MEMORY_BY_DESIGN = {
                                "keys, sorted by insertion at run-time positions) -- 416 bytes on sm_75..sm_90, 512 "
                                "on sm_120"),
 }
-DEMO_AGENTS = 32  # python -m warp_drive.demo's default --agents (a thread-per-agent launch)
+DEMO_AGENTS = 32  # python -m warp_drive.env.demo's default --agents (a thread-per-agent launch)
 
 
 # --------------------------------------------------------------------------- what is built

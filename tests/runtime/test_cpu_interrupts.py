@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PRELUDE = """
 import sys, time, torch
-from warp_drive.backends.cpu import CpuBackend
-from warp_drive.backends.base import KernelLaunchError
+from warp_drive.runtime.backends.cpu import CpuBackend
+from warp_drive.runtime.backends.base import KernelLaunchError
 
 backend = CpuBackend(num_workers=int(sys.argv[2]))
 module = backend.build([sys.argv[1]])

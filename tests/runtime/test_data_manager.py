@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DataManager
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.runtime.data_manager import DataManager
 
 E, N, L = 4, 3, 5
 
-HAS_CPU_BACKEND = importlib.util.find_spec("warp_drive.backends.cpu") is not None
+HAS_CPU_BACKEND = importlib.util.find_spec("warp_drive.runtime.backends.cpu") is not None
 
 
 def stand_in_backend():
@@ -27,7 +27,7 @@ def stand_in_backend():
         "stand-in",
         pytest.param(
             "cpu",
-            marks=pytest.mark.skipif(not HAS_CPU_BACKEND, reason="warp_drive.backends.cpu not written yet"),
+            marks=pytest.mark.skipif(not HAS_CPU_BACKEND, reason="warp_drive.runtime.backends.cpu not written yet"),
         ),
     ]
 )

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends import KernelBuildError, KernelLaunchError, get_backend
-from warp_drive.backends import build_cache
+from warp_drive.runtime.backends import KernelBuildError, KernelLaunchError, get_backend
+from warp_drive.runtime.backends import build_cache
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def two_workers(backend_name, request):
 @pytest.fixture
 def fresh_cpu(tmp_path, monkeypatch):
     """Factory of new CpuBackends whose build cache is ``tmp_path/cache``."""
-    from warp_drive.backends.cpu import CpuBackend
+    from warp_drive.runtime.backends.cpu import CpuBackend
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("WARP_DRIVE_CACHE", str(cache))
@@ -271,8 +271,8 @@ def test_set_constant_refuses_wrong_size_and_unknown_names(backend):
 
 
 def test_function_manager_initializes_shared_constants(backend_name):
-    from warp_drive.data_manager import DataManager
-    from warp_drive.function_manager import FunctionManager
+    from warp_drive.runtime.data_manager import DataManager
+    from warp_drive.runtime.function_manager import FunctionManager
 
     backend = get_backend(backend_name)
     dm = DataManager(num_envs=2, num_agents=4, episode_length=3, backend=backend_name)
@@ -533,7 +533,7 @@ def test_build_cache_reuses_and_rebuilds(fresh_cpu, tmp_path, monkeypatch):
 CONCURRENT_BUILD_SCRIPT = """
 import sys
 import torch
-from warp_drive.backends.cpu import CpuBackend
+from warp_drive.runtime.backends.cpu import CpuBackend
 module = CpuBackend().build([sys.argv[1]])
 x = torch.arange(8, dtype=torch.float32)
 out = torch.zeros(8)
@@ -844,7 +844,7 @@ def test_blocks_run_in_parallel_on_the_pool(cpu, pool_size):
 
 POOL_CHURN_SCRIPT = """
 import os, threading
-from warp_drive.backends import get_backend
+from warp_drive.runtime.backends import get_backend
 
 backend = get_backend("cpu")
 
@@ -913,7 +913,7 @@ def test_3d_grid_and_block_indices(backend, two_workers, sync):
 
 
 def test_debug_mode_builds_and_runs_with_one_worker(cpu, pool_size):
-    from warp_drive.backends.cpu import CpuBackend
+    from warp_drive.runtime.backends.cpu import CpuBackend
 
     # `pool_size` restores the shared pool's size afterwards, whatever the debug backend did to it.
     debug = CpuBackend(mode="debug")
@@ -932,8 +932,8 @@ def test_debug_mode_builds_and_runs_with_one_worker(cpu, pool_size):
 SECOND_BACKEND_SCRIPT = """
 import os, sys
 import torch
-from warp_drive.backends import get_backend
-from warp_drive.backends.cpu import CpuBackend
+from warp_drive.runtime.backends import get_backend
+from warp_drive.runtime.backends.cpu import CpuBackend
 
 source, how, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 x = torch.arange(64, dtype=torch.float32)
@@ -968,7 +968,7 @@ def test_second_cpu_backend_runs_barrier_kernels(tmp_path, how):
 
 
 def test_function_manager_geometry(backend_name):
-    from warp_drive.function_manager import FunctionManager
+    from warp_drive.runtime.function_manager import FunctionManager
 
     fm = FunctionManager(num_envs=3, num_agents=5, backend=backend_name)
     assert fm.grid == (3, 1, 1)
@@ -979,15 +979,15 @@ def test_function_manager_geometry(backend_name):
 
 
 def test_function_manager_refuses_several_blocks_per_env_on_cpu():
-    from warp_drive.function_manager import FunctionManager
+    from warp_drive.runtime.function_manager import FunctionManager
 
     with pytest.raises(ValueError, match="blocks_per_env"):
         FunctionManager(num_envs=3, num_agents=5, blocks_per_env=2, backend="cpu")
 
 
 def test_function_manager_feed_bind_and_launch(backend_name):
-    from warp_drive.data_manager import DataManager
-    from warp_drive.function_manager import FunctionFeed, FunctionManager
+    from warp_drive.runtime.data_manager import DataManager
+    from warp_drive.runtime.function_manager import FunctionFeed, FunctionManager
 
     envs, agents = 3, 5
     positions = np.arange(envs * agents, dtype=np.float32).reshape(envs, agents)
@@ -1041,7 +1041,7 @@ def test_barrier_results_survive_fiber_pool_growth(cpu, pool_size):
 
 ASAN_SCRIPT = r"""
 import sys, torch
-from warp_drive.backends import get_backend
+from warp_drive.runtime.backends import get_backend
 backend = get_backend("cpu")
 assert backend.mode == "asan", backend.mode
 module = backend.build([sys.argv[1]])
@@ -1075,7 +1075,7 @@ def test_cache_key_covers_the_generated_wrapper(fresh_cpu, monkeypatch):
     """A change to the code generated around the user's kernels must rebuild:
     the key once covered only the user's source, and a stale library kept an
     old thread loop."""
-    from warp_drive.backends import cpu as cpu_module
+    from warp_drive.runtime.backends import cpu as cpu_module
 
     first = fresh_cpu().build([KERNELS / "arguments.cu"])
     assert first.from_cache is False

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from warp_drive.backends.base import KernelLaunchError
-from warp_drive.backends.cpu import CpuBackend
+from warp_drive.runtime.backends.base import KernelLaunchError
+from warp_drive.runtime.backends.cpu import CpuBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "tests" / "kernels" / "faults.cu"
@@ -44,8 +44,8 @@ def test_an_integer_division_by_zero_names_kernel_thread_and_line(threads):
 
 WILD_READ = """
 import sys, torch
-from warp_drive.backends.base import KernelLaunchError
-from warp_drive.backends.cpu import CpuBackend
+from warp_drive.runtime.backends.base import KernelLaunchError
+from warp_drive.runtime.backends.cpu import CpuBackend
 module = CpuBackend().build([sys.argv[1]])
 a, out = torch.arange(8, dtype=torch.int32), torch.zeros(1, dtype=torch.int32)
 for attempt in range(2):

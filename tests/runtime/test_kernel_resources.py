@@ -1,7 +1,7 @@
 """Every shipped kernel fits a GPU at the block the framework gives it.
 
 nvcc builds each shipped source for sm_90 (H100 / H200) with ``-Xptxas -v``
-(:func:`warp_drive.backends.resources.ptxas_resources`: one compile per source
+(:func:`warp_drive.runtime.backends.resources.ptxas_resources`: one compile per source
 file, cached in the build cache) and reports each kernel's registers, static
 shared memory and spills. The block each kernel is launched with is the one the
 framework chooses on a GPU, computed by the framework's own code:
@@ -19,7 +19,7 @@ Each must fit: at most the kernel's largest block, its registers (rounded up to
 256 per warp, warps in groups of 4 as the register file is split in four) times
 its warps within the 65,536 registers of a block, static shared memory within
 48 KiB, and no spills to local memory in a step kernel -- the figures of sm_90's
-row of ``ARCH_LIMITS`` in ``warp_drive/backends/resources.py``, the table the
+row of ``ARCH_LIMITS`` in ``warp_drive/runtime/backends/resources.py``, the table the
 framework's own block sizes come from. ``test_build_gate.py`` runs the same
 checks for sm_75, sm_80, sm_120 and a ``-G`` build, reusing this file's helpers. A cooperative launch
 (an env over several blocks) must also have all its blocks resident at once
@@ -45,20 +45,20 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends import backend_class
-from warp_drive.backends.base import Backend, DeviceLimits, Kernel, Module
-from warp_drive.backends.pycuda_backend import find_nvcc
-from warp_drive.backends.signature import KernelSignature
+from warp_drive.runtime.backends import backend_class
+from warp_drive.runtime.backends.base import Backend, DeviceLimits, Kernel, Module
+from warp_drive.runtime.backends.pycuda_backend import find_nvcc
+from warp_drive.runtime.backends.signature import KernelSignature
 
 if find_nvcc() is None:
     pytest.skip("nvcc not found: the resource check compiles every shipped kernel with nvcc -Xptxas -v "
                 "(install the CUDA toolkit, or set $NVCC / $CUDA_HOME)", allow_module_level=True)
 
-from warp_drive import env_clock as wd_clock  # noqa: E402
-from warp_drive import log as wd_log  # noqa: E402
-from warp_drive import reset as wd_reset  # noqa: E402
-from warp_drive import sampler as wd_sampler  # noqa: E402
-from warp_drive.backends.resources import (  # noqa: E402
+from warp_drive.services import env_clock as wd_clock  # noqa: E402
+from warp_drive.services import log as wd_log  # noqa: E402
+from warp_drive.services import reset as wd_reset  # noqa: E402
+from warp_drive.services import sampler as wd_sampler  # noqa: E402
+from warp_drive.runtime.backends.resources import (  # noqa: E402
     ARCH_LIMITS,
     DEFAULT_ARCH,
     MAX_THREADS_PER_BLOCK,
@@ -70,9 +70,9 @@ from warp_drive.backends.resources import (  # noqa: E402
     ptxas_resources,
 )
 from warp_drive.env_wrapper import FLAT_BLOCK, make_env  # noqa: E402
-from warp_drive.environment import THREADS_PER_ENV  # noqa: E402
-from warp_drive.function_manager import CORE_SOURCES, EnvTooLargeError, FunctionManager  # noqa: E402
-from warp_drive.registry import BUILTIN_ENVS  # noqa: E402
+from warp_drive.env.environment import THREADS_PER_ENV  # noqa: E402
+from warp_drive.runtime.function_manager import CORE_SOURCES, EnvTooLargeError, FunctionManager  # noqa: E402
+from warp_drive.env.registry import BUILTIN_ENVS  # noqa: E402
 from warp_drive.training.config import available_configs, load_config  # noqa: E402
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"

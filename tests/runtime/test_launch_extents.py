@@ -12,9 +12,9 @@ import torch
 
 from example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive.adapters import GymnasiumVectorEnv
-from warp_drive.backends import get_backend
-from warp_drive.backends.arguments import VERIFY_EVERY, StaleArgumentError
-from warp_drive.backends.base import KernelLaunchError
+from warp_drive.runtime.backends import get_backend
+from warp_drive.runtime.backends.arguments import VERIFY_EVERY, StaleArgumentError
+from warp_drive.runtime.backends.base import KernelLaunchError
 from warp_drive.env_wrapper import EnvWrapper
 
 KERNELS = Path(__file__).parents[1] / "kernels"

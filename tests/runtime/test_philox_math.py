@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.function_manager import FunctionManager
+from warp_drive.runtime.function_manager import FunctionManager
 
 # Random123 kat_vectors, philox4x32 with 10 rounds: (ctr[4], key[2]) -> out[4].
 PHILOX_KAT = [

@@ -1,4 +1,4 @@
-"""The NumPy ports of ``portable_math.h`` in ``warp_drive.portable_math`` give the kernels' bits.
+"""The NumPy ports of ``portable_math.h`` in ``warp_drive.runtime.portable_math`` give the kernels' bits.
 
 ``wd_math_probe`` (the core kernel ``tests/runtime/test_philox_math.py`` uses)
 evaluates ``wd_logf`` (column 0) and ``wd_expf`` (column 1) on each executor;
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from warp_drive.function_manager import FunctionManager
-from warp_drive.portable_math import expf32, log1p32, logf32
+from warp_drive.runtime.function_manager import FunctionManager
+from warp_drive.runtime.portable_math import expf32, log1p32, logf32
 
 
 def _probe(backend_name: str, x: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """A process reuses the preprocessor's text of a source it built before, and
-only while nothing that text came from has changed (warp_drive/backends/preprocess_memo.py).
+only while nothing that text came from has changed (warp_drive/runtime/backends/preprocess_memo.py).
 
 The real builds below use the cpu executor; files written by the test are
 "settled" at once (SETTLE_NS = 0), as files two seconds old are in use.
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from warp_drive.backends import preprocess_memo
-from warp_drive.backends.cpu import CpuBackend
+from warp_drive.runtime.backends import preprocess_memo
+from warp_drive.runtime.backends.cpu import CpuBackend
 
 SOURCE = """\
 #include "scale.h"
@@ -148,7 +148,7 @@ def test_the_memo_keeps_the_most_recently_used_texts_within_its_bound(monkeypatc
 
 def test_nvccs_header_listing_is_remembered_the_same_way(settled_at_once, tmp_path):
     """The pycuda executor's plan (no GPU needed) lists the headers with ``nvcc -M`` once per source and state."""
-    from warp_drive.backends import nvcc
+    from warp_drive.runtime.backends import nvcc
 
     if nvcc.find_nvcc() is None:
         pytest.skip("nvcc not found")

@@ -32,11 +32,11 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends import build_cache
-from warp_drive.backends import pycuda_backend as pb
-from warp_drive.backends.base import KernelBuildError, KernelLaunchError
-from warp_drive.backends.cubin import elf_sections, kernel_params
-from warp_drive.backends.signature import parse_symbols
+from warp_drive.runtime.backends import build_cache
+from warp_drive.runtime.backends import pycuda_backend as pb
+from warp_drive.runtime.backends.base import KernelBuildError, KernelLaunchError
+from warp_drive.runtime.backends.cubin import elf_sections, kernel_params
+from warp_drive.runtime.backends.signature import parse_symbols
 
 pytestmark = pytest.mark.slow  # nvcc builds of every kernel (the fast tier: pytest -m 'not slow')
 
@@ -91,7 +91,7 @@ def kparam_info(data: bytes, kernel: str) -> list[tuple[int, int, int]]:
 
 # ---------------------------------------------------------------- no PyCUDA, no GPU
 def test_module_imports_without_importing_pycuda():
-    code = "import sys, warp_drive.backends.pycuda_backend; assert 'pycuda' not in sys.modules"
+    code = "import sys, warp_drive.runtime.backends.pycuda_backend; assert 'pycuda' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
@@ -100,7 +100,7 @@ def test_backend_without_pycuda_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pycuda.driver", None)
     with pytest.raises(RuntimeError, match=re.escape("pip install -e '.[cuda]'")):
         pb.PyCudaBackend()
-    import warp_drive.backends as backends
+    import warp_drive.runtime.backends as backends
 
     monkeypatch.setattr(backends, "_instances", {})  # a GPU run may have created the shared instance already
     with pytest.raises(RuntimeError, match="PyCUDA"):
@@ -195,7 +195,7 @@ def _check_param_layout(cubin: bytes, symbols) -> None:
 def test_every_example_env_kernel_builds_with_nvcc(toolchain, cache):
     """Without a GPU, nvcc still checks that every shipped env's step kernel
     compiles for a device with the backend's flags (one build of them all)."""
-    from warp_drive.registry import BUILTIN_ENVS, get_env_class
+    from warp_drive.env.registry import BUILTIN_ENVS, get_env_class
 
     classes = [get_env_class(name) for name in BUILTIN_ENVS]
     plan = pb.plan_build(toolchain, "sm_90", sorted({cls.cuda_source_path() for cls in classes}))
@@ -692,7 +692,7 @@ def test_flush_c_stdio_writes_out_what_c_buffered(tmp_path):
     proc = _run_with_stdout_in(out, """\
         import ctypes, sys
         from pathlib import Path
-        from warp_drive.backends.pycuda_backend import flush_c_stdio
+        from warp_drive.runtime.backends.pycuda_backend import flush_c_stdio
         out = Path(sys.argv[1])
         print("from python, first")
         ctypes.CDLL(None).printf(b"from C %d\\n", 42)
@@ -720,7 +720,7 @@ def test_synchronize_writes_python_output_out_before_the_driver_prints(tmp_path)
         import os, sys, types
         from pathlib import Path
         import torch
-        from warp_drive.backends.pycuda_backend import PyCudaBackend
+        from warp_drive.runtime.backends.pycuda_backend import PyCudaBackend
         out = Path(sys.argv[1])
         torch.cuda.synchronize = lambda device=None: os.write(1, b"hello from block 0\\n")
         print("before the launch")
@@ -734,7 +734,7 @@ def test_synchronize_writes_python_output_out_before_the_driver_prints(tmp_path)
 # ---------------------------------------------------------------- on a GPU
 @pytest.fixture(scope="module")
 def backend():
-    from warp_drive.backends import get_backend
+    from warp_drive.runtime.backends import get_backend
 
     return get_backend("pycuda")
 
@@ -922,8 +922,8 @@ def test_device_assert_surfaces_as_kernel_launch_error(tmp_path):
     src.write_text('#include <assert.h>\nextern "C" __global__ void wd_test_assert(int* a) { assert(a[0] == 1); }\n')
     script = textwrap.dedent(f"""\
         import torch
-        from warp_drive.backends import get_backend
-        from warp_drive.backends.base import KernelLaunchError
+        from warp_drive.runtime.backends import get_backend
+        from warp_drive.runtime.backends.base import KernelLaunchError
         backend = get_backend("pycuda")
         kernel = backend.build([{str(src)!r}]).get_function("wd_test_assert")
         kernel(torch.zeros(1, dtype=torch.int32, device=backend.device), grid=1, block=1)
@@ -945,7 +945,7 @@ def test_device_printf_is_in_a_redirected_stdout_after_synchronize(tmp_path):
     proc = _run_with_stdout_in(out, """\
         import sys
         from pathlib import Path
-        from warp_drive.backends import get_backend
+        from warp_drive.runtime.backends import get_backend
         out, kernels = Path(sys.argv[1]), Path(sys.argv[2])
         backend = get_backend("pycuda")
         say_hello = backend.build([kernels / "assert_printf.cu"]).get_function("say_hello")

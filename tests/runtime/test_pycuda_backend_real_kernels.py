@@ -25,13 +25,13 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends import get_backend
-from warp_drive.backends import pycuda_backend as pb
-from warp_drive.backends.arguments import PackedArguments, StaleArgumentError
-from warp_drive.backends.base import KernelBuildError, KernelLaunchError
-from warp_drive.data_manager import DataManager
-from warp_drive.function_manager import FunctionManager
-from warp_drive.sampler import Sampler
+from warp_drive.runtime.backends import get_backend
+from warp_drive.runtime.backends import pycuda_backend as pb
+from warp_drive.runtime.backends.arguments import PackedArguments, StaleArgumentError
+from warp_drive.runtime.backends.base import KernelBuildError, KernelLaunchError
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.runtime.function_manager import FunctionManager
+from warp_drive.services.sampler import Sampler
 
 from fake_cuda_driver import (
     CUDA_ERROR_INVALID_VALUE,
@@ -286,7 +286,7 @@ ENVS = {
 
 def env_rollout(env_name: str, backend, steps: int = 8):
     """Step ``env_name`` with sampled actions and done-resets; every array after every step."""
-    from warp_drive.wrapper import EnvWrapper
+    from warp_drive.env.wrapper import EnvWrapper
     from gymnasium import spaces
 
     wrapper = EnvWrapper(env_name, 3, backend=backend, env_config=ENVS[env_name], seed=11, reset_pool_size=6)

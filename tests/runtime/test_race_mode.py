@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends.cpu import CpuBackend, GpuShapedCpuBackend
-from warp_drive.backends.race import libtsan_path, race_environment, shuffle_seed_from_environment
-from warp_drive.consistency import check
-from warp_drive.registry import get_env_class
+from warp_drive.runtime.backends.cpu import CpuBackend, GpuShapedCpuBackend
+from warp_drive.runtime.backends.race import libtsan_path, race_environment, shuffle_seed_from_environment
+from warp_drive.env.consistency import check
+from warp_drive.env.registry import get_env_class
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("race_child.py")
@@ -146,7 +146,7 @@ def test_the_framework_kernels_are_race_free(race_run):
 
 @pytest.mark.slow  # a child process (over ~1.5 s: the full suite, not the fast tier)
 def test_race_mode_without_libtsan_says_how_to_start_it():
-    code = "from warp_drive.backends.cpu import CpuBackend; CpuBackend(mode='race')"
+    code = "from warp_drive.runtime.backends.cpu import CpuBackend; CpuBackend(mode='race')"
     env = {k: v for k, v in race_environment().items() if k != "LD_PRELOAD"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0

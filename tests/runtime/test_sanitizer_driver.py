@@ -20,7 +20,7 @@ DRIVER = REPO / "tests" / "gpu" / "sanitize_envs.py"
 
 @pytest.mark.slow
 def test_sanitizer_driver_runs_every_builtin_env_and_training_on_the_cpu_executor():
-    from warp_drive.registry import BUILTIN_ENVS
+    from warp_drive.env.registry import BUILTIN_ENVS
 
     proc = subprocess.run([sys.executable, str(DRIVER), "--backend", "cpu"], cwd=REPO, capture_output=True,
                           text=True, timeout=600)

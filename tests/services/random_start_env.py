@@ -3,7 +3,7 @@
 Each agent starts at a point uniform in ``[-spawn, spawn]^2`` and each env at a goal index in
 ``[0, num_goals)`` (shown in the observations); there are no twins and no pools: the reset kernel writes the
 positions, the goal and the first observation. ``reference_step`` and ``reference_reset`` are its NumPy
-references (``warp_drive.philox`` draws the kernel's bits).
+references (``warp_drive.runtime.philox`` draws the kernel's bits).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive import philox
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment
+from warp_drive.runtime import philox
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import AGENT_PHASES, TERMINATED, TRUNCATED, Environment
 
 
 class RandomStart(Environment):

@@ -1,4 +1,4 @@
-"""An env's reset kernel draws its starts on the device (``Environment.reset_kernel``, warp_drive/reset_kernel.py).
+"""An env's reset kernel draws its starts on the device (``Environment.reset_kernel``, warp_drive/services/reset_kernel.py).
 
 RandomStart (``random_start_env.py``) has no twins and no pools: its reset kernel draws each agent's position
 and each env's goal with Philox from ``(reset_seed, env, reset_count)`` and writes the first observation.
@@ -14,11 +14,11 @@ import torch
 
 from random_start_env import RandomStart
 from resume_check import assert_same_run, straight_and_resumed
-from warp_drive import philox
-from warp_drive.consistency import ConsistencyError, check
-from warp_drive.environment import Environment
-from warp_drive.registry import register_env
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.runtime import philox
+from warp_drive.env.consistency import ConsistencyError, check
+from warp_drive.env.environment import Environment
+from warp_drive.env.registry import register_env
+from warp_drive.env.wrapper import EnvWrapper
 
 KERNEL_WRITES = ("positions", "goal", "observations")
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DataManager
-from warp_drive.function_manager import FunctionManager
-from warp_drive.log import LogController
-from warp_drive.reset import EnvironmentReset
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.runtime.function_manager import FunctionManager
+from warp_drive.services.log import LogController
+from warp_drive.services.reset import EnvironmentReset
 
 P_MIN = 1e-6
 

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import torch
 
-from warp_drive.backends import get_backend
-from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DataManager
-from warp_drive.function_manager import FunctionManager
-from warp_drive.reset import EnvironmentReset
-from warp_drive.sampler import OU_STATE_SUFFIX, Sampler
+from warp_drive.runtime.backends import get_backend
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.runtime.function_manager import FunctionManager
+from warp_drive.services.reset import EnvironmentReset
+from warp_drive.services.sampler import OU_STATE_SUFFIX, Sampler
 
 P_MIN = 1e-6  # chi-square p-value threshold
 

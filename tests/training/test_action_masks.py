@@ -15,13 +15,13 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import ACTION_MASK, TRUNCATED, Environment
-from warp_drive.registry import register_env
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import ACTION_MASK, TRUNCATED, Environment
+from warp_drive.env.registry import register_env
 from warp_drive.training.config import load_config
 from warp_drive.training.models.distribution import MASKED_LOGIT, ActionDistribution
 from warp_drive.training.run import build
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 KERNEL = Path(__file__).parents[1] / "kernels" / "masked_choice.cu"
 
@@ -145,7 +145,7 @@ def test_check_actions_names_a_masked_choice(env_backend):
 
 
 def test_the_kernel_matches_its_reference(env_backend):
-    from warp_drive.consistency import check
+    from warp_drive.env.consistency import check
 
     check(MaskedChoice, {"num_agents": 5, "episode_length": 15}, num_envs=4, num_episodes=2, backend=env_backend, seed=3)
 

@@ -1,6 +1,6 @@
 """A checkpoint restores only an env's state: constants and index tables must equal the env's own, and
 restored state must have the env's shapes and dtypes, be finite and lie in the env's declared ranges
-(Environment's checkpoint rule, warp_drive/environment.py).
+(Environment's checkpoint rule, warp_drive/env/environment.py).
 
 Before: every saved env array was copied back. TagContinuous indexes with ``tagger_ids`` unchecked, so a
 received checkpoint's ``tagger_ids = 10**8`` killed the process with SIGSEGV and 40000 read out of bounds
@@ -125,7 +125,7 @@ def test_a_refused_checkpoint_changes_no_env_array():
 
 
 def test_state_and_constants_follow_the_environment_rule():
-    from warp_drive.wrapper import EnvWrapper
+    from warp_drive.env.wrapper import EnvWrapper
 
     env = EnvWrapper("TagContinuous", 2, backend="cpu", seed=0,
                      env_config={"num_taggers": 2, "num_runners": 5, "use_full_observation": True})
@@ -140,7 +140,7 @@ def test_state_and_constants_follow_the_environment_rule():
 
 def test_a_wrong_checkpoint_declaration_is_an_error_at_construction():
     from example_envs.dummy_env.dummy_env import DummyEnv
-    from warp_drive.wrapper import EnvWrapper
+    from warp_drive.env.wrapper import EnvWrapper
 
     class Typo(DummyEnv):
         written_arrays = ("agents_on_targt",)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from warp_drive.environment import TERMINATED, TRUNCATED
+from warp_drive.env.environment import TERMINATED, TRUNCATED
 from warp_drive.training.config import ConfigError, load_config
 from warp_drive.training.ddpg import (
     DDPGModel,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from warp_drive.backends import get_backend
+from warp_drive.runtime.backends import get_backend
 from warp_drive.training.config import ConfigError, available_configs, load_config
 from warp_drive.training.runs.memory import (
     Item,
@@ -20,7 +20,7 @@ from warp_drive.training.runs.memory import (
     estimate,
     refuse_if_over,
 )
-from warp_drive.wrapper import make_env
+from warp_drive.env.wrapper import make_env
 
 GiB = 2**30
 

@@ -14,7 +14,7 @@ import torch
 
 from example_envs.dummy_env.dummy_env import DummyEnv
 from warp_drive.env_wrapper import EnvWrapper
-from warp_drive.registry import register_env
+from warp_drive.env.registry import register_env
 from warp_drive.training.guards import NonFiniteError
 from warp_drive.training.runs.checkpoint import load_checkpoint
 from warp_drive.training.runs.layout import latest_checkpoint

@@ -12,13 +12,13 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, Environment
-from warp_drive.registry import register_env
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import TERMINATED, Environment
+from warp_drive.env.registry import register_env
 from warp_drive.training.config import ConfigError, RunConfig, load_config
 from warp_drive.training.policies import policy_obs
 from warp_drive.training.run import build
-from warp_drive.training.ppo.recurrent import chunk_states, episode_starts, update_units
+from warp_drive.training.ppo.recurrent import chunk_states, episode_starts, rollout_batch, update_units
 
 KERNEL = Path(__file__).parents[1] / "kernels" / "memory_cue.cu"
 
@@ -85,7 +85,7 @@ def cartpole_gru(*overrides):
 
 # ---------------------------------------------------------------------- the fixture env
 def test_the_memory_kernel_matches_its_reference(env_backend):
-    from warp_drive.consistency import check
+    from warp_drive.env.consistency import check
 
     report, = check(MemoryCue, {"num_agents": 3, "delay": 2}, num_envs=5, num_episodes=3, backend=env_backend)
     assert report.terminated == 15 and "cue" in report.arrays
@@ -150,7 +150,8 @@ def test_replayed_chunks_give_the_behaviour_log_probs_across_episode_ends(varian
     trainer.collect_rollout()
     p = trainer.policies["shared"]
     buf = trainer.rollout.buffers[p.tag]
-    batch = trainer.algorithm.batch(p, buf["values"], buf["values"], buf["values"])
+    batch = rollout_batch(buf, p, trainer.num_envs, trainer.algorithm.states[p.tag].recurrence, buf["values"],
+                          buf["values"], buf["values"])
     assert bool(batch.starts[:, 1:].any()), "some chunk should cross an episode end"
     with torch.no_grad():
         dist, _ = p.model.unroll(batch.obs, batch.hidden, batch.starts)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from shared_runs import TINY
-from warp_drive.data_values import DEFAULT_RESET_POOL_SIZE
+from warp_drive.runtime.data_values import DEFAULT_RESET_POOL_SIZE
 from warp_drive.training.config import ConfigError, load_config
 from warp_drive.training.run import build
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 
 def test_the_key_has_one_default_and_is_validated():

@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from warp_drive.launch_clock import seconds_since_launch
+from warp_drive.runtime.launch_clock import seconds_since_launch
 from warp_drive.training.optim import Adam
 
 
@@ -123,7 +123,7 @@ def test_training_never_imports_torch_dynamo():
 
 def test_the_launch_clock_counts_from_the_process_start():
     out = subprocess.run([sys.executable, "-c", "import time; time.sleep(0.4)\n"
-                          "from warp_drive.launch_clock import seconds_since_launch as s; print(s())"],
+                          "from warp_drive.runtime.launch_clock import seconds_since_launch as s; print(s())"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert 0.4 <= float(out.stdout) < 30.0  # the sleep before the import counts: the clock is the process's

@@ -11,7 +11,7 @@ import re
 import pytest
 import yaml
 
-from warp_drive.registry import get_env_class
+from warp_drive.env.registry import get_env_class
 from warp_drive.training.config import (
     CONFIG_DIR,
     ConfigError,

@@ -516,7 +516,7 @@ class TestRender:
     def test_tag_episode_gif(self, tmp_path):
         from PIL import Image
 
-        from warp_drive.rendering import render_tag_episode
+        from warp_drive.env.rendering import render_tag_episode
 
         T, N = 6, 5
         rng = np.random.default_rng(0)
@@ -538,7 +538,7 @@ class TestRender:
     def test_gridworld_episode_gif(self, tmp_path):
         from PIL import Image
 
-        from warp_drive.rendering import render_gridworld_episode
+        from warp_drive.env.rendering import render_gridworld_episode
 
         T = 4
         xs = np.array([[5, 5, 5, 0], [5, 6, 4, 1], [5, 6, 4, 2], [5, 7, 3, 2], [5, 7, 3, 3]])
@@ -550,7 +550,7 @@ class TestRender:
     def test_polylines_episode_gif_draws_each_part_where_it_is(self, tmp_path):
         from PIL import Image
 
-        from warp_drive.rendering import POLYLINE_COLORS, render_polylines_episode
+        from warp_drive.env.rendering import POLYLINE_COLORS, render_polylines_episode
 
         # A vertical bar that moves right one unit a step, over a 0..10 x 0..10 view; 31 steps, 10 frames at most.
         def draw(t):
@@ -573,7 +573,7 @@ class TestRender:
             assert columns[0] < 0.1 * width and columns[1] > 0.9 * width  # from x = 0 to x = 10
 
     def test_polylines_episode_gif_refuses_a_drawing_that_changes_its_parts(self, tmp_path):
-        from warp_drive.rendering import render_polylines_episode
+        from warp_drive.env.rendering import render_polylines_episode
 
         with pytest.raises(ValueError, match=r"draw\(1\) returned 2 polylines, draw\(0\) 1"):
             render_polylines_episode(tmp_path / "p.gif", 3, lambda t: [([0, 1], [0, 1])] * (1 + (t > 0)), (0, 1, 0, 1))
@@ -582,7 +582,7 @@ class TestRender:
         assert not (tmp_path / "p.gif").exists()
 
     def test_bad_inputs(self, tmp_path):
-        from warp_drive.rendering import render_gridworld_episode, render_tag_episode
+        from warp_drive.env.rendering import render_gridworld_episode, render_tag_episode
 
         with pytest.raises(ValueError, match=r"\(T\+1, N\)"):
             render_tag_episode(tmp_path / "x.gif", np.zeros((3, 2)), np.zeros((3, 3)), [1, 0], None, 1.0)

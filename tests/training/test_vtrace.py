@@ -1,11 +1,11 @@
-"""V-trace (training/vtrace.py): its targets against GAE's with no lag, its clipping, and a learning run."""
+"""V-trace (training/vtrace.py): its targets against GAE's with no lag, its clipping (its learning run: tests/learning/test_learning.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from warp_drive.environment import TERMINATED, TRUNCATED
+from warp_drive.env.environment import TERMINATED, TRUNCATED
 from warp_drive.training.ppo.losses import compute_gae
 from warp_drive.training.vtrace import vtrace_targets
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from warp_drive.wrapper import EnvWrapper, make_env
+from warp_drive.env.wrapper import EnvWrapper, make_env
 
 _EXPORTS = {
     "PettingZooParallelEnv": "warp_drive.adapters.pettingzoo",

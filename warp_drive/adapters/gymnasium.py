@@ -55,7 +55,7 @@ autoreset: after ``terminated`` or ``truncated``, call ``reset()``.
 
 Registered ids: ``import warp_drive`` registers the single-agent example envs
 with Gymnasium as ``warp_drive/<Gymnasium's id>`` (see
-:mod:`warp_drive._gymnasium_registration`): ``gymnasium.make`` builds a
+:mod:`warp_drive.env.gymnasium_ids`): ``gymnasium.make`` builds a
 :class:`GymnasiumEnv`, ``gymnasium.make_vec`` a :class:`GymnasiumVectorEnv`.
 
 Rewards are float64 NumPy arrays as in gymnasium's own vector envs (a float32
@@ -82,7 +82,7 @@ from warp_drive.adapters import (
     supported_space,
     to_host,
 )
-from warp_drive.environment import TERMINATED, TRUNCATED
+from warp_drive.env.environment import TERMINATED, TRUNCATED
 
 
 class _SingleAgentView:

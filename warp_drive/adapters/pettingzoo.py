@@ -72,9 +72,9 @@ from warp_drive.adapters import (
     supported_space,
     to_host,
 )
-from warp_drive.environment import TERMINATED, TRUNCATED
-from warp_drive.registry import get_env_class
-from warp_drive.sampler import random_seed
+from warp_drive.env.environment import TERMINATED, TRUNCATED
+from warp_drive.env.registry import get_env_class
+from warp_drive.services.sampler import random_seed
 
 # Per-agent in-game flags, (num_envs, num_agents): an agent whose flag is 0 has left the episode.
 ACTIVE_FLAGS = "still_in_the_game"

@@ -10,7 +10,7 @@ observations, rewards and done flags are compared after the first reset, after
 every step, and after done envs are reset on both sides. A value passes when
 its absolute difference is below ``consistency_threshold_pct / 100`` or its
 relative difference below ``consistency_threshold_pct`` percent (WarpDrive's
-rule). The first mismatch raises :class:`~warp_drive.consistency.ConsistencyError`
+rule). The first mismatch raises :class:`~warp_drive.env.consistency.ConsistencyError`
 (an ``AssertionError``) naming the config, step, array, env, agent, feature and
 both values.
 
@@ -21,12 +21,12 @@ reseeded on every call, so every step of every config gets *the same* actions
 without touching the global ``np.random`` as WarpDrive did). A WarpDrive test
 suite therefore steps exactly as it did under WarpDrive. With ``seed=None``
 each step draws fresh actions. This project's own checker,
-:func:`warp_drive.consistency.check`, always draws fresh actions every step
+:func:`warp_drive.env.consistency.check`, always draws fresh actions every step
 from one generator seeded once (its ``seed``): repeating one action vector
 leaves most of a step function unexercised, so use it for new envs.
 
-Our own envs (``warp_drive.environment.Environment``) are checked against
-their NumPy reference by :func:`warp_drive.consistency.check`, which compares
+Our own envs (``warp_drive.env.environment.Environment``) are checked against
+their NumPy reference by :func:`warp_drive.env.consistency.check`, which compares
 every array, not only what the agents see.
 """
 
@@ -39,11 +39,11 @@ import torch
 from gymnasium import spaces
 
 from warp_drive.compat.envs import to_gymnasium_space
-from warp_drive.consistency import ConsistencyError
-from warp_drive.data_manager import DONE
+from warp_drive.env.consistency import ConsistencyError
+from warp_drive.runtime.data_manager import DONE
 from warp_drive.compat.env_wrapper import EnvWrapper, check_testing_mode
-from warp_drive.environment import Environment
-from warp_drive.wrapper import POOL_SUFFIX
+from warp_drive.env.environment import Environment
+from warp_drive.env.wrapper import POOL_SUFFIX
 
 _OBSERVATIONS, _ACTIONS, _REWARDS = "observations", "sampled_actions", "rewards"
 _EPSILON = 1e-10  # keeps the relative difference finite where the Python value is 0

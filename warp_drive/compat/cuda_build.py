@@ -23,8 +23,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from warp_drive.backends.base import Module
-from warp_drive.backends.build_cache import cache_dir, write_atomically
+from warp_drive.runtime.backends.base import Module
+from warp_drive.runtime.backends.build_cache import cache_dir, write_atomically
 
 HEADER = "warp_drive/compat/warpdrive.h"
 SOURCES_DIR = "warpdrive_sources"
@@ -127,7 +127,7 @@ def build_warpdrive_source(function_manager, source, *, defines: dict | None = N
                            include_dirs=()) -> Module:
     """Build ``source`` (a ``.cu`` path, or CUDA source text) with WarpDrive's
     helper names and load it into ``function_manager``, whose
-    :meth:`~warp_drive.function_manager.FunctionManager.get_function` then finds
+    :meth:`~warp_drive.runtime.function_manager.FunctionManager.get_function` then finds
     its kernels. ``defines`` are extra ``-D`` defines (name -> value); the
     directory of a source file is on the include path, as for WarpDrive's build.
     """

@@ -12,7 +12,7 @@ executor of this project builds (the cpu executor compiles the same ``.cu``),
 so :meth:`EnvironmentRegistrar.get_cuda_env_src_path` returns it for
 ``"pycuda"`` and for this project's executor names alike.
 
-This project's own envs (:mod:`warp_drive.registry`) are found under every
+This project's own envs (:mod:`warp_drive.env.registry`) are found under every
 backend name, since one class there holds both the kernel and its reference step.
 
 Fixed on purpose (reference §9.17): ``add(env_backend=[...], cuda_env_src_path=...)``
@@ -26,7 +26,7 @@ import difflib
 import warnings
 from pathlib import Path
 
-from warp_drive.registry import get_env_class, registered_envs
+from warp_drive.env.registry import get_env_class, registered_envs
 
 _CLASS_BACKENDS = {"cpu": "cpu", "pycuda": "pycuda", "cuda": "pycuda", "gpu": "pycuda", "auto": "pycuda",
                    "cpu-gpu": "pycuda", "numba": "numba"}

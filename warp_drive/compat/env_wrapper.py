@@ -1,4 +1,4 @@
-"""WarpDrive 2.7's ``EnvWrapper``: its keywords and names over :class:`warp_drive.wrapper.EnvWrapper`.
+"""WarpDrive 2.7's ``EnvWrapper``: its keywords and names over :class:`warp_drive.env.wrapper.EnvWrapper`.
 
 ``EnvWrapper(env_obj=... | env_name=..., env_config=, num_envs=, blocks_per_env=,
 env_backend=, env_registrar=, process_id=)``, the attributes ``n_agents``,
@@ -30,12 +30,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from warp_drive import wrapper
+from warp_drive.env import wrapper
 from warp_drive.compat.envs import WarpDriveEnv, WarpDriveStepBinding, as_environment, is_warpdrive_env
 from warp_drive.compat.managers import CUDAFunctionManager
-from warp_drive.data_manager import DataManager
-from warp_drive.environment import Environment
-from warp_drive.function_manager import FunctionFeed
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.env.environment import Environment
+from warp_drive.runtime.function_manager import FunctionFeed
 
 # WarpDrive's env_backend values; "numba" has no counterpart here.
 WARPDRIVE_BACKENDS = ("pycuda", "cpu", "numba")
@@ -148,7 +148,7 @@ class _AcceptsCoreWrappers(type):
 
 
 class EnvWrapper(wrapper.EnvWrapper, metaclass=_AcceptsCoreWrappers):
-    """WarpDrive's ``EnvWrapper``: our keywords (those of :class:`warp_drive.wrapper.EnvWrapper`) and WarpDrive's.
+    """WarpDrive's ``EnvWrapper``: our keywords (those of :class:`warp_drive.env.wrapper.EnvWrapper`) and WarpDrive's.
 
     WarpDrive's keywords: ``env_obj`` (as ``env``; ``env_name``/``env_config``
     are then ignored, as WarpDrive did), ``env_name`` with ``env_config`` (from

@@ -1,4 +1,4 @@
-"""WarpDrive-style env objects as this project's :class:`~warp_drive.environment.Environment`.
+"""WarpDrive-style env objects as this project's :class:`~warp_drive.env.environment.Environment`.
 
 A WarpDrive 2.7 env is a gym-style class (usually a
 :class:`~warp_drive.utils.gpu_environment_context.CUDAEnvironmentContext`):
@@ -57,10 +57,10 @@ from gymnasium import spaces
 
 from warp_drive.compat.cuda_build import build_warpdrive_source
 from warp_drive.compat.managers import warpdrive_cast
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import THREADS_PER_AGENT, Environment
-from warp_drive.function_manager import FunctionFeed
-from warp_drive.wrapper import StepBinding
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import THREADS_PER_AGENT, Environment
+from warp_drive.runtime.function_manager import FunctionFeed
+from warp_drive.env.wrapper import StepBinding
 
 OBSERVATIONS, ACTIONS, REWARDS = "observations", "sampled_actions", "rewards"
 # The value of a WarpDrive env's env_backend under which its step() launches the kernel.

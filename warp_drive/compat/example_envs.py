@@ -6,7 +6,7 @@ the CUDA kernel (``CUDATagGridWorld``). Here one class is both: this project's
 :class:`~example_envs.tag_gridworld.tag_gridworld.TagGridWorld`
 declares its kernel for ``EnvWrapper`` and carries the NumPy reference that its
 single-env ``reset()``/``step(actions)`` run
-(:class:`~warp_drive.environment.Environment`). WarpDrive's ``CUDATagGridWorld`` is
+(:class:`~warp_drive.env.environment.Environment`). WarpDrive's ``CUDATagGridWorld`` is
 therefore a thin subclass that adds only what WarpDrive programs read from it:
 
 * ``env_backend=`` is accepted (WarpDrive's constructors took it) and recorded;
@@ -24,7 +24,7 @@ therefore a thin subclass that adds only what WarpDrive programs read from it:
 ``from example_envs.tag_gridworld.tag_gridworld import CUDATagGridWorld`` works
 as written: pyproject.toml declares this class as an entry point in the group
 named after that module, whose ``__getattr__`` loads it when asked for
-(:func:`warp_drive.registry.module_extension`), so the example env module
+(:func:`warp_drive.env.registry.module_extension`), so the example env module
 stays free of WarpDrive code and never imports compat.
 
 WarpDrive 2.7.1 has no ``CUDATagContinuous``: its ``TagContinuous`` was one

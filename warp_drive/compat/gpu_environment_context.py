@@ -21,7 +21,7 @@ failed with an assertion that no longer said why.
 
 from __future__ import annotations
 
-from warp_drive.data_feed import DataFeed
+from warp_drive.runtime.data_feed import DataFeed
 
 
 class CUDAEnvironmentContext:

@@ -50,7 +50,7 @@ from warp_drive.training.lightning.module import LIGHTNING_PACKAGES, over_lightn
 from warp_drive.training.algorithm import uses_ddpg
 from warp_drive.training.config import RunConfig
 from warp_drive.training.run import build, due
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 __all__ = ["CUDACallback", "PerfStatsCallback", "WarpDriveModule", "lightning_api", "program_lightning_package"]
 

@@ -1,10 +1,10 @@
 """WarpDrive 2.7's managers (``CUDADataManager``, ``CUDAFunctionManager``, ...) over ours.
 
 Every class here is a subclass of this project's one implementation
-(:class:`~warp_drive.data_manager.DataManager`,
-:class:`~warp_drive.function_manager.FunctionManager`,
-:class:`~warp_drive.sampler.Sampler`, :class:`~warp_drive.reset.EnvironmentReset`,
-:class:`~warp_drive.log.LogController`) that only translates WarpDrive's
+(:class:`~warp_drive.runtime.data_manager.DataManager`,
+:class:`~warp_drive.runtime.function_manager.FunctionManager`,
+:class:`~warp_drive.services.sampler.Sampler`, :class:`~warp_drive.services.reset.EnvironmentReset`,
+:class:`~warp_drive.services.log.LogController`) that only translates WarpDrive's
 argument order, keywords and method names. WarpDrive's module paths
 (``warp_drive.managers.*``) re-export them; its PyCUDA names are the same
 classes, since one implementation serves every executor.
@@ -38,16 +38,16 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
-from warp_drive.backends import get_backend
+from warp_drive.runtime.backends import get_backend
 from warp_drive.compat.cuda_build import build_warpdrive_source, load_build_manifest, write_build_manifest
-from warp_drive.data_feed import DataFeed
-from warp_drive.data_manager import DataManager
-from warp_drive.data_values import FLOAT32, INT32, _cast_checked, _tensor_to_numpy
-from warp_drive.function_manager import FunctionFeed, FunctionManager
-from warp_drive.log import LogController
-from warp_drive.registry import get_env_class, registered_envs
-from warp_drive.reset import EnvironmentReset
-from warp_drive.sampler import Sampler
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.runtime.data_manager import DataManager
+from warp_drive.runtime.data_values import FLOAT32, INT32, _cast_checked, _tensor_to_numpy
+from warp_drive.runtime.function_manager import FunctionFeed, FunctionManager
+from warp_drive.services.log import LogController
+from warp_drive.env.registry import get_env_class, registered_envs
+from warp_drive.services.reset import EnvironmentReset
+from warp_drive.services.sampler import Sampler
 from warp_drive.compat.env_registrar import env_registrar as default_registrar
 from warp_drive.compat.example_envs import KERNEL_BUILTIN_CONSTANTS
 

@@ -72,7 +72,7 @@ from pathlib import Path
 
 import yaml
 
-from warp_drive.backends.build_cache import cache_dir, private_dir, write_atomically
+from warp_drive.runtime.backends.build_cache import cache_dir, private_dir, write_atomically
 from warp_drive.compat.run_config import WARPDRIVE_DEFAULTS
 
 CACHE_NAME = "warpdrive_project_root"

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from warp_drive.registry import get_env_class, registered_envs
+from warp_drive.env.registry import get_env_class, registered_envs
 from warp_drive.training.config import CONFIG_DIR, parse_yaml
 
 TABLE: dict[str, Any] = yaml.safe_load(resources.files("warp_drive.compat").joinpath(

@@ -34,7 +34,7 @@ from warp_drive.training.runs.checkpoint import atomic_write as _atomic_write
 from warp_drive.training.runs.checkpoint import load_checkpoint
 from warp_drive.training.runs.checkpoint import load_checkpoint_file as _load_file
 from warp_drive.training.runs.dirs import new_run_dir
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 
 def check_warpdrive_keywords(distributed, create_separate_placeholders_for_each_policy: bool,

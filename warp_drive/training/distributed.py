@@ -36,11 +36,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from warp_drive import env_vars
-from warp_drive.backends import backend_class
+from warp_drive.runtime import env_vars
+from warp_drive.runtime.backends import backend_class
 
 if TYPE_CHECKING:
-    from warp_drive.backends.base import Backend
+    from warp_drive.runtime.backends.base import Backend
 
 TIMEOUT_ENV = "WARP_DRIVE_DIST_TIMEOUT"
 SUMMED_METRICS = ("charts/SPS",)  # throughputs add up over ranks; everything else is averaged

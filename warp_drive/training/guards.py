@@ -77,7 +77,7 @@ def describe_nonfinite_rollout(policies: Iterable[Any], buffers: dict[str, dict[
                 else f"at rollout step {step}")
         cause = ("the model's parameters are non-finite" if key == "values" else
                  "the env produced it: look for a division by zero, a log or sqrt of a bad value, or an "
-                 "overflow in the step kernel (warp_drive.consistency compares the kernel with its NumPy "
+                 "overflow in the step kernel (warp_drive.env.consistency compares the kernel with its NumPy "
                  "reference)")
         return (f"non-finite {array}: {array}{index} = {float(data[tuple(where)])} {when} (policy {p.tag!r}; "
                 f"{int(bad.sum())} non-finite value(s) in this rollout's {array}). Cause: {cause}")

@@ -22,15 +22,15 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from warp_drive import env_vars
-from warp_drive.sampler import Sampler
+from warp_drive.runtime import env_vars
+from warp_drive.services.sampler import Sampler
 from warp_drive.training.algorithm import Algorithm, algorithm_class, algorithms_of
 from warp_drive.training.distributed import Distributed
 from warp_drive.training.guards import NonFiniteError, describe_nonfinite_rollout
 from warp_drive.training.policies import Policy, default_policy_map
 from warp_drive.training.rollout import Rollout
 from warp_drive.training.runs.env_arrays import restore_env_arrays
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 # What to do with a rollout or an update that holds a NaN or inf (the trainer's
 # ``on_nonfinite``, or the config key ``trainer.on_nonfinite``).
@@ -39,7 +39,7 @@ PHASES = ("inference", "sampling", "env_step", "reset", "update")
 
 
 class OnDeviceTrainer:
-    """A rollout and an algorithm on one :class:`~warp_drive.wrapper.EnvWrapper` (module docstring).
+    """A rollout and an algorithm on one :class:`~warp_drive.env.wrapper.EnvWrapper` (module docstring).
 
     ``algorithm``: the :class:`~warp_drive.training.algorithm.Algorithm` subclass (default: the one the
     config's policies name, ``training/algorithm.py``'s table; a subclass may set ``algorithm_type``).
@@ -87,7 +87,7 @@ class OnDeviceTrainer:
         if not issubclass(named, chosen):
             raise ValueError(f"this trainer trains {chosen.__name__}, but the config's policies use "
                              f"{sorted(set(algorithms_of(config).values()))}; build the trainer of their algorithm "
-                             f"(warp_drive.training.runs.build does)")
+                             f"(warp_drive.training.run.build does)")
         self.algorithm = chosen(self)
         self.policies: dict[str, Policy] = {tag: self.algorithm.make_policy(tag, ids)
                                             for tag, ids in self.policy_agents.items()}

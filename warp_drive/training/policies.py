@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.wrapper import EnvWrapper
 
 ENV_ACTIONS = "sampled_actions"  # the env's action array; a policy of only some agents samples into its own
 
@@ -35,7 +35,7 @@ class Policy:
     optimizer: torch.optim.Optimizer
     action_name: str = ENV_ACTIONS  # the DataManager array the sampler writes
     # The kinds (observations, sampled_actions, rewards) this policy's agent group owns, to the array holding
-    # them (warp_drive/group_arrays.py); the other kinds are rows ``index`` of the shared arrays.
+    # them (warp_drive/env/group_arrays.py); the other kinds are rows ``index`` of the shared arrays.
     owned: dict[str, str] = field(default_factory=dict)
     agent_onehot: torch.Tensor | None = None  # (E * n, n): each row's agent index (critic input, agent_id_input)
     id_in_obs: bool = False  # the observations the model sees end with agent_onehot (agent_id_input)
@@ -187,3 +187,21 @@ def register_sampled_actions(env: EnvWrapper, sampler: Any, p: Policy) -> None:
         own_action_array(env, p, p.action_name,
                          (env.num_envs, len(p.agent_ids)) + ((len(sizes),) if len(sizes) > 1 else ()), np.int32)
     sampler.register_actions(env.data_manager, p.action_name, sizes if len(sizes) > 1 else sizes[0])
+
+
+def draw_actions(env: EnvWrapper, sampler: Any, p: Policy, dist: Any, greedy: bool) -> torch.Tensor:
+    """Draw (or, ``greedy``, take the most likely) actions ``(E * n, heads)`` from ``dist`` into the env's action
+    array: discrete ones by the on-device ``sampler``, Box ones by torch, clipped to the Box for the env."""
+    dm, E, n = env.data_manager, env.num_envs, len(p.agent_ids)
+    if p.discrete:
+        probs = [h.reshape(E, n, -1) for h in dist.probs_per_head()]
+        sampler.sample(dm, probs if len(probs) > 1 else probs[0], p.action_name, argmax=greedy)
+        written = dm.data_on_device_via_torch(p.action_name)
+        if p.scatters_actions:
+            env.actions.index_copy_(1, p.index, written)
+        return written.reshape(E * n, -1).long()
+    actions = dist.mode() if greedy else dist.sample()
+    low = torch.as_tensor(p.action_space.low, device=dm.device).reshape(1, -1)
+    high = torch.as_tensor(p.action_space.high, device=dm.device).reshape(1, -1)
+    write_env_actions(env, p, torch.maximum(torch.minimum(actions, high), low))
+    return actions

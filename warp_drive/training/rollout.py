@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from warp_drive.environment import TERMINATED
+from warp_drive.env.environment import TERMINATED
 from warp_drive.training.algorithm import Algorithm
 from warp_drive.training.policies import (Policy, policy_active, policy_mask, policy_obs, policy_rewards,
                                           write_env_actions)
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 
 @dataclass

@@ -40,9 +40,9 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
-from warp_drive import env_vars
-from warp_drive.backends import Backend, KernelBuildError, KernelLaunchError, backend_class, get_backend
-from warp_drive.launch_clock import seconds_since_launch
+from warp_drive.runtime import env_vars
+from warp_drive.runtime.backends import Backend, KernelBuildError, KernelLaunchError, backend_class, get_backend
+from warp_drive.runtime.launch_clock import seconds_since_launch
 from warp_drive.training import distributed
 from warp_drive.training.config import SETUP_REFUSAL, ConfigError, RunConfig, RunError
 from warp_drive.training.distributed import Distributed
@@ -67,7 +67,7 @@ from warp_drive.training.runs.dirs import RunLock, check_run_dir, new_run_dir, r
 from warp_drive.training.runs.loggers import check_wandb, wandb_enabled
 from warp_drive.training.runs.memory import check_config as check_memory
 from warp_drive.training.runs.stop_at_return import StopAtReturn
-from warp_drive.wrapper import EnvWrapper, make_env
+from warp_drive.env.wrapper import EnvWrapper, make_env
 
 log = logging.getLogger("warp_drive")
 

@@ -31,11 +31,12 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from warp_drive.environment import TRUNCATED
+from warp_drive.env.environment import TRUNCATED
 from warp_drive.training.guards import NonFiniteError, snapshot
 from warp_drive.training.policies import Policy, policy_obs
 from warp_drive.training.ppo.algorithm import PPO
 from warp_drive.training.ppo.losses import ppo_update
+from warp_drive.training.ppo.recurrent import rollout_batch
 from warp_drive.training.ppo.settings import PPOSettings, UpdateHooks
 
 RHO_BAR = C_BAR = 1.0  # IMPALA's truncation levels
@@ -127,7 +128,8 @@ class VTrace(PPO):
                                        algorithm="A2C", num_epochs=1, normalize_advantage=False)
         saved = snapshot(p)
         try:
-            result = ppo_update(p.model, optimizer, self.batch(p, values, advantages, targets), settings, hooks)
+            batch = rollout_batch(buf, p, self.env.num_envs, None, values, advantages, targets)  # no recurrence (refused)
+            result = ppo_update(p.model, optimizer, batch, settings, hooks)
         except NonFiniteError as exc:
             t.nonfinite(f"policy {p.tag!r}: {exc}", restore=[(p, saved)])
             return {"nonfinite/skipped_updates": float(t.skipped_updates)}

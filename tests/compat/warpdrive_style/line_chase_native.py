@@ -1,5 +1,5 @@
 """LineChase ported from WarpDrive's env style (``line_chase.py``) to warp_drive's
-native :class:`~warp_drive.environment.Environment` contract.
+native :class:`~warp_drive.env.environment.Environment` contract.
 
 The migration guide (``docs/migrating_from_warpdrive.md``) walks through this
 port; ``tests/compat/test_compat_envs.py`` checks that it steps exactly as the
@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TERMINATED, TRUNCATED, Environment
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import TERMINATED, TRUNCATED, Environment
 
 
 class LineChaseNative(Environment):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from warp_drive.data_feed import DataFeed
-from warp_drive.environment import TRUNCATED, Environment
+from warp_drive.runtime.data_feed import DataFeed
+from warp_drive.env.environment import TRUNCATED, Environment
 
 BUGS = ("", "barrier", "atomic", "oob", "nan", "wide_obs")
 

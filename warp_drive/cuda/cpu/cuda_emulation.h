@@ -42,7 +42,7 @@
 // ---------------------------------------------------------------- qualifiers
 #ifdef WD_MARKER_PASS
 // Signature pass: leave recognisable tokens in the preprocessed output
-// (warp_drive/backends/signature.py reads them).
+// (warp_drive/runtime/backends/signature.py reads them).
 #define __global__ __wd_global__
 #define __constant__ __wd_constant__
 #define __shared__ __wd_shared__

@@ -20,7 +20,7 @@ import traceback
 
 import psutil
 
-from warp_drive.backend_names import resolve_backend_name
+from warp_drive.runtime.backend_names import resolve_backend_name
 from warp_drive.training.autoscale.results import Probe, ScaleError
 from warp_drive.training.config import RunConfig, apply_overrides
 from warp_drive.training.runs.memory import format_bytes

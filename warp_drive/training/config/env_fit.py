@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from warp_drive.env_parameters import ParameterError
-from warp_drive.registry import get_env_class
+from warp_drive.env.env_parameters import ParameterError
+from warp_drive.env.registry import get_env_class
 from warp_drive.training.config.errors import ConfigError
 from warp_drive.training.config.schema import RunConfig
 

@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Mapping
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from warp_drive.backend_names import BACKEND_NAMES
-from warp_drive.data_values import DEFAULT_RESET_POOL_SIZE
+from warp_drive.runtime.backend_names import BACKEND_NAMES
+from warp_drive.runtime.data_values import DEFAULT_RESET_POOL_SIZE
 from warp_drive.training.config.errors import ConfigError, messages, problems
 from warp_drive.training.config.policies import OnPolicyConfig, Policy, PolicyConfig, validate_policies
 from warp_drive.training.config.section import Section, field_default

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import torch
 
-from warp_drive.environment import TERMINATED
+from warp_drive.env.environment import TERMINATED
 
 
 class ReplayBuffer:

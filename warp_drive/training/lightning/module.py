@@ -25,7 +25,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from warp_drive.backends import backend_class
+from warp_drive.runtime.backends import backend_class
 from warp_drive.training import distributed
 from warp_drive.training.config import RunConfig
 from warp_drive.training.lightning.data import Rollout, RolloutLoader

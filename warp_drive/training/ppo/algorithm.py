@@ -1,11 +1,10 @@
 """A2C and PPO over the shared rollout: acting, what PPO records, and the update, top to bottom.
 
-Set up by ``ppo/state.py``. Per rollout step (``training/rollout.py`` calls these): :meth:`PPO.act` runs the model on the agents'
-observations (advancing a recurrent state), the on-device sampler writes discrete actions into the env's
-action array (Box actions are drawn by torch and clipped to the Box); :meth:`PPO.record` keeps the
-log-probabilities and value estimates; :meth:`PPO.after_step` keeps what the update needs of a step's end.
-:meth:`PPO.update`: per policy, GAE(λ) with the truncation/termination distinction (a truncated
-episode's final observation is valued as its bootstrap), then ``ppo_update`` (``ppo/losses.py``).
+Per rollout step (``training/rollout.py`` calls them): :meth:`PPO.act` runs the model (advancing a recurrent
+state) and draws actions into the env's action array; :meth:`PPO.record` keeps log-probabilities and values;
+:meth:`PPO.after_step` what the update needs of a step's end. :meth:`PPO.update`: per policy, GAE(λ) (a
+truncated episode's final observation valued as its bootstrap), then ``ppo_update`` (``ppo/losses.py``).
+Each policy's state is set up by ``ppo/state.py``.
 """
 
 from __future__ import annotations
@@ -14,14 +13,14 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from warp_drive.environment import TRUNCATED
+from warp_drive.env.environment import TRUNCATED
 from warp_drive.training.algorithm import Acted, Algorithm
 from warp_drive.training.guards import NonFiniteError, snapshot
-from warp_drive.training.policies import Policy, policy_mask, policy_obs, write_env_actions
-from warp_drive.training.ppo.critic import critic_input
+from warp_drive.training.policies import Policy, draw_actions, policy_mask, policy_obs
+from warp_drive.training.ppo.critic import critic_input, critic_value, in_return_units
 from warp_drive.training.ppo.losses import compute_gae, ppo_update
-from warp_drive.training.ppo.recurrent import chunk_states, episode_starts, update_units
-from warp_drive.training.ppo.settings import Batch, PPOSettings, UpdateHooks
+from warp_drive.training.ppo.recurrent import rollout_batch
+from warp_drive.training.ppo.settings import PPOSettings, UpdateHooks
 from warp_drive.training.ppo.state import PPOState, load_ppo_state, make_ppo_policy, ppo_buffers, ppo_state_dict
 
 
@@ -45,24 +44,6 @@ class PPO(Algorithm):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         load_ppo_state(self.states, state)
 
-    # ------------------------------------------------------------------ the model's outputs
-    def value(self, p: Policy, obs: torch.Tensor, central: torch.Tensor | None) -> torch.Tensor:
-        """``V`` in return units of the rows ``(E * n, ...)``: the model's value head (from the recurrent state,
-        not advancing it), or the centralised critic's of ``central``."""
-        recurrence = self.states[p.tag].recurrence
-        if central is not None:
-            raw = p.model.central_value(p.agents_view(central))
-        elif recurrence is None:
-            raw = p.model.value(p.agents_view(obs))
-        else:
-            raw = p.model.value(p.agents_view(obs), p.agents_view(recurrence.hidden))
-        return self.in_return_units(p, raw.reshape(-1))
-
-    def in_return_units(self, p: Policy, value: torch.Tensor) -> torch.Tensor:
-        """The critic's output as a return (it predicts normalised returns with ``value_normalization``)."""
-        norm = self.states[p.tag].value_norm
-        return value if norm is None else norm.denormalize(value)
-
     def forward(self, p: Policy, obs: torch.Tensor) -> tuple[Any, torch.Tensor]:
         """The model's (distribution, value) over the rows ``obs (E * n, D)``; a recurrent state advances."""
         recurrence = self.states[p.tag].recurrence
@@ -75,39 +56,23 @@ class PPO(Algorithm):
 
     # ------------------------------------------------------------------ the rollout
     def act(self, p: Policy, obs: torch.Tensor, t: int | None = None, greedy: bool = False) -> Acted:
-        buf, recurrence = self.trainer.rollout.buffers.get(p.tag, {}), self.states[p.tag].recurrence
+        buf, state = self.trainer.rollout.buffers.get(p.tag, {}), self.states[p.tag]
         if t is not None:
             update_stats = getattr(p.model, "update_obs_normalization", None)  # optional for user models
             if update_stats is not None:  # (the agents out of the game are left out: a host sync)
                 update_stats(obs if "active" not in buf else obs[buf["active"][t]])
-            if recurrence is not None and t % recurrence.sequence_length == 0:
-                buf["hidden"][t // recurrence.sequence_length] = recurrence.hidden
+            if state.recurrence is not None and t % state.recurrence.sequence_length == 0:
+                buf["hidden"][t // state.recurrence.sequence_length] = state.recurrence.hidden
         with self.trainer.timed("inference"):
             dist, value = self.forward(p, obs)
             central = critic_input(self.env, p)
-            value = self.in_return_units(p, value) if central is None else self.value(p, obs, central)
+            value = in_return_units(state, value) if central is None else critic_value(p, state, obs, central)
             mask = policy_mask(self.env, p)
             if mask is not None:
                 dist = dist.masked(mask)
         with self.trainer.timed("sampling"):
-            actions = self._draw(p, dist, greedy)
+            actions = draw_actions(self.env, self.trainer.sampler, p, dist, greedy)
         return Acted(actions, dist, value)
-
-    def _draw(self, p: Policy, dist: Any, greedy: bool) -> torch.Tensor:
-        """Draw (or, ``greedy``, take the most likely) actions from ``dist`` into the env's action array."""
-        dm, E, n = self.env.data_manager, self.env.num_envs, len(p.agent_ids)
-        if p.discrete:
-            probs = [h.reshape(E, n, -1) for h in dist.probs_per_head()]
-            self.trainer.sampler.sample(dm, probs if len(probs) > 1 else probs[0], p.action_name, argmax=greedy)
-            written = dm.data_on_device_via_torch(p.action_name)
-            if p.scatters_actions:
-                self.env.actions.index_copy_(1, p.index, written)
-            return written.reshape(E * n, -1).long()
-        actions = dist.mode() if greedy else dist.sample()
-        low = torch.as_tensor(p.action_space.low, device=self.device).reshape(1, -1)
-        high = torch.as_tensor(p.action_space.high, device=self.device).reshape(1, -1)
-        write_env_actions(self.env, p, torch.maximum(torch.minimum(actions, high), low))
-        return actions
 
     def record(self, p: Policy, t: int, obs: torch.Tensor, acted: Acted) -> None:
         buf = self.trainer.rollout.buffers[p.tag]
@@ -130,7 +95,7 @@ class PPO(Algorithm):
             ended |= buf["active"][t] & ~buf["active_after"][t]
         buf["ended"][t] = ended
         if "final_values" in buf:
-            buf["final_values"][t] = self.value(p, buf["final_obs"][t], None)
+            buf["final_values"][t] = critic_value(p, self.states[p.tag], buf["final_obs"][t], None)
         recurrence.hidden.masked_fill_(ended[:, None, None], 0.0)
 
     def restart(self, ended: torch.Tensor | None = None) -> None:
@@ -141,17 +106,17 @@ class PPO(Algorithm):
     # ------------------------------------------------------------------ the update
     def advantages(self, p: Policy) -> tuple[torch.Tensor, torch.Tensor]:
         """GAE(λ) advantages and returns ``(T, E * n)`` of the last rollout, in return units."""
-        rollout, buf = self.trainer.rollout, self.trainer.rollout.buffers[p.tag]
+        rollout, buf, state = self.trainer.rollout, self.trainer.rollout.buffers[p.tag], self.states[p.tag]
         terminated, ended = rollout.ended(p)
         with torch.no_grad():
-            last_value = self.value(p, policy_obs(self.env, p), critic_input(self.env, p))
+            last_value = critic_value(p, state, policy_obs(self.env, p), critic_input(self.env, p))
             next_values = torch.cat([buf["values"][1:], last_value.unsqueeze(0)])
             truncated = rollout.done.repeat_interleave(len(p.agent_ids), dim=1) == TRUNCATED
             if "final_values" in buf:  # a recurrent local critic valued them during the rollout
                 next_values = torch.where(truncated, buf["final_values"], next_values)
             elif bool(truncated.any()):  # one host sync per iteration
                 final_critic = buf["final_critic_obs"][truncated] if "final_critic_obs" in buf else None
-                next_values[truncated] = self.value(p, buf["final_obs"][truncated], final_critic)
+                next_values[truncated] = critic_value(p, state, buf["final_obs"][truncated], final_critic)
         return compute_gae(buf["rewards"], buf["values"], next_values, terminated, ended, p.config.gamma,
                            p.config.gae_lambda)
 
@@ -186,7 +151,8 @@ class PPO(Algorithm):
                 values, returns = state.value_norm.normalize(values), state.value_norm.normalize(returns)
             settings = PPOSettings.of(p.config, state.entropy_coef.value(t.env_steps))
             try:
-                result = ppo_update(p.model, optimizer, self.batch(p, values, advantages, returns), settings, hooks)
+                batch = rollout_batch(buf, p, self.env.num_envs, state.recurrence, values, advantages, returns)
+                result = ppo_update(p.model, optimizer, batch, settings, hooks)
             except NonFiniteError as exc:
                 t.nonfinite(f"policy {p.tag!r}: {exc}", restore=[(p, saved)])
                 metrics["nonfinite/skipped_updates"] = float(t.skipped_updates)
@@ -194,20 +160,3 @@ class PPO(Algorithm):
             metrics.update({f"losses/{key}/{p.tag}": value for key, value in result.items()})
             metrics[f"charts/learning_rate/{p.tag}"] = optimizer.param_groups[0]["lr"]
         return metrics
-
-    def batch(self, p: Policy, values: torch.Tensor, advantages: torch.Tensor, returns: torch.Tensor) -> Batch:
-        """The last rollout of ``p`` as PPO's units (``ppo/recurrent.py``), with these ``(T, E * n)`` values,
-        advantages and returns (on the critic's scale)."""
-        buf, E, n = self.trainer.rollout.buffers[p.tag], self.env.num_envs, len(p.agent_ids)
-        recurrence = self.states[p.tag].recurrence
-        length = None if recurrence is None else recurrence.sequence_length
-
-        def units(x: torch.Tensor | None) -> torch.Tensor | None:
-            return None if x is None else update_units(x, E, n, p.per_agent, length)
-
-        return Batch(obs=units(buf["obs"]), actions=units(buf["actions"]), logprobs=units(buf["logprobs"]),
-                     values=units(values), advantages=units(advantages), returns=units(returns),
-                     masks=units(buf.get("masks")), critic_obs=units(buf.get("critic_obs")),
-                     valid=units(buf.get("active")),
-                     hidden=None if length is None else chunk_states(buf["hidden"], E, n, p.per_agent),
-                     starts=None if length is None else units(episode_starts(buf["ended"])))

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from warp_drive.training.policies import Policy, policy_obs
-from warp_drive.wrapper import EnvWrapper
+from warp_drive.env.wrapper import EnvWrapper
 
 
 def central_critic_width(env: EnvWrapper, tag: str, cfg: Any, n: int, obs_dim: int) -> int:
@@ -42,3 +42,21 @@ def critic_input(env: EnvWrapper, p: Policy) -> torch.Tensor | None:
     else:  # the observations as the env gives them (without the agent index of agent_id_input)
         shared = policy_obs(env, p)[:, : p.obs_dim - (n if p.id_in_obs else 0)].reshape(E, -1)
     return torch.cat([shared.repeat_interleave(n, dim=0), p.agent_onehot], dim=1)
+
+
+def critic_value(p: Policy, state: Any, obs: torch.Tensor, central: torch.Tensor | None) -> torch.Tensor:
+    """``V`` in return units of the rows ``(E * n, ...)`` of policy ``p`` (its ``PPOState`` ``state``): the
+    model's value head (from the recurrent state, not advancing it), or the centralised critic's of ``central``."""
+    recurrence = state.recurrence
+    if central is not None:
+        raw = p.model.central_value(p.agents_view(central))
+    elif recurrence is None:
+        raw = p.model.value(p.agents_view(obs))
+    else:
+        raw = p.model.value(p.agents_view(obs), p.agents_view(recurrence.hidden))
+    return in_return_units(state, raw.reshape(-1))
+
+
+def in_return_units(state: Any, value: torch.Tensor) -> torch.Tensor:
+    """The critic's output as a return (it predicts normalised returns with ``value_normalization``)."""
+    return value if state.value_norm is None else state.value_norm.denormalize(value)

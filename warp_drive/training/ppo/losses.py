@@ -16,15 +16,8 @@ from warp_drive.training.optim import clip_grad_norm
 from warp_drive.training.ppo.settings import Batch, PPOSettings, UpdateHooks
 
 
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    next_values: torch.Tensor,
-    terminated: torch.Tensor,
-    ended: torch.Tensor,
-    gamma: float,
-    gae_lambda: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, terminated: torch.Tensor,
+                ended: torch.Tensor, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and returns for a ``(T, B)`` rollout.
 
     ``next_values[t]`` is ``V(s_{t+1})``: the value of the observation right
@@ -89,18 +82,12 @@ def ppo_update(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
                hooks: UpdateHooks | None = None) -> dict[str, float]:
     """Run the A2C or PPO update on ``batch``; return the mean losses and diagnostics.
 
-    PPO: ``num_epochs`` passes over ``num_minibatches`` shuffled minibatches,
-    stopping early when the approximate KL passes ``target_kl``; A2C: set
-    one epoch and one minibatch. ``hooks``: see :class:`UpdateHooks`.
-
-    The metrics of every minibatch stay on the device until the end, where
-    they come to the host in one read (a read per minibatch would make the
-    host wait for the device before queueing the next minibatch's kernels);
-    a non-finite loss or gradient norm then raises
-    :class:`~warp_drive.training.guards.NonFiniteError` naming its update
-    step, *after* the steps were taken: the caller puts the parameters back.
-    With ``target_kl`` the early stop reads each minibatch's KL anyway, and
-    the check comes before each step.
+    PPO: ``num_epochs`` passes over ``num_minibatches`` shuffled minibatches, stopping early when the
+    approximate KL passes ``target_kl``; A2C: one epoch, one minibatch. ``hooks``: see :class:`UpdateHooks`.
+    Every minibatch's metrics stay on the device and come to the host in one read at the end (a read per
+    minibatch would stall the queue); a non-finite loss or gradient norm then raises ``NonFiniteError``
+    naming its step, after the steps were taken: the caller restores the parameters. With ``target_kl``
+    the early stop reads each minibatch's KL anyway, and the check comes before each step.
     """
     s, hooks = settings, hooks or UpdateHooks()
     n = len(batch)

@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from warp_drive.training.ppo.settings import Batch
+
 
 def update_units(x: torch.Tensor, num_envs: int, agents: int, per_agent: bool,
                  sequence_length: int | None) -> torch.Tensor:
@@ -95,3 +97,20 @@ class Recurrence:
             self.hidden.zero_()
         else:
             self.hidden.masked_fill_(ended.repeat_interleave(agents)[:, None, None], 0.0)
+
+
+def rollout_batch(buf: dict, p: Any, num_envs: int, recurrence: "Recurrence | None", values: torch.Tensor,
+                  advantages: torch.Tensor, returns: torch.Tensor) -> Batch:
+    """The last rollout of policy ``p`` (its buffers ``buf``) as PPO's units, with these ``(T, E * n)`` values,
+    advantages and returns (on the critic's scale): samples, env steps, or a recurrent policy's sequences."""
+    n = len(p.agent_ids)
+    length = None if recurrence is None else recurrence.sequence_length
+
+    def units(x: torch.Tensor | None) -> torch.Tensor | None:
+        return None if x is None else update_units(x, num_envs, n, p.per_agent, length)
+
+    return Batch(obs=units(buf["obs"]), actions=units(buf["actions"]), logprobs=units(buf["logprobs"]),
+                 values=units(values), advantages=units(advantages), returns=units(returns),
+                 masks=units(buf.get("masks")), critic_obs=units(buf.get("critic_obs")), valid=units(buf.get("active")),
+                 hidden=None if length is None else chunk_states(buf["hidden"], num_envs, n, p.per_agent),
+                 starts=None if length is None else units(episode_starts(buf["ended"])))

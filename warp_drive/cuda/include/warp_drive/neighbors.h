@@ -15,7 +15,7 @@
 // The grid pays off from about WD_GRID_MIN_AGENTS agents with a few
 // neighbours observed; wd_grid_view returns an empty grid (side 0) below that,
 // and for k == 0. The scratch row holds wd_grid_scratch_words(n) ints
-// (warp_drive.neighbors.grid_scratch_words in Python, which a test checks
+// (warp_drive.env.neighbors.grid_scratch_words in Python, which a test checks
 // against this header).
 //
 // Results are exact: the same keys as a scan over every agent, whatever the

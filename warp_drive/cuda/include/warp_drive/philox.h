@@ -98,7 +98,7 @@ __host__ __device__ inline float2 wd_random_normal2(unsigned long long seed, uns
 // call `reset_count` under `reset_seed` -- the kernel's reserved parameters of those names. A pure function
 // of (reset_seed, reset_count, env, k): every thread of an env may recompute a draw it shares with the others
 // (no barrier, no state), a (reset_count, env) pair names one start (each env is reset at most once per call),
-// so starts never repeat by construction, and both executors and the NumPy twin (warp_drive/philox.py) give
+// so starts never repeat by construction, and both executors and the NumPy twin (warp_drive/runtime/philox.py) give
 // the same bits. The domain's top byte 'R' keeps them apart from the sampler's domains (small integers) and
 // the pool row's ("pool"); its low 24 bits count blocks of four draws, so k < 2^26 per env and call.
 #define WD_RESET_KERNEL_DOMAIN 0x52000000u
