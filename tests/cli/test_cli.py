@@ -183,6 +183,7 @@ def test_python_dash_m_warp_drive():
     assert "cartpole" in result.stdout
 
 
+@pytest.mark.slow  # a child process each (over ~1.5 s on the 2-core VM)
 @pytest.mark.parametrize("command", [["--help"], ["configs"], ["envs"], ["train", "--config", "no_such_config"]])
 def test_commands_that_do_not_train_never_import_torch(command):
     """--help, configs, envs and a config mistake answer without the executors (and torch's ~2 s import)."""
@@ -225,6 +226,7 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, cwd: Path | None
                           env={**os.environ, **(env or {})}, cwd=cwd)
 
 
+@pytest.mark.slow  # a child process each (over ~1.5 s on the 2-core VM)
 @pytest.mark.parametrize("name, value", [
     ("WARP_DRIVE_CPU_THREADS", "abc"),           # was ignored (one worker per core), rc 0
     ("WARP_DRIVE_CPU_STACK_KB", "x"),            # was a 16 KiB stack (atol gave 0, clamped), rc 0

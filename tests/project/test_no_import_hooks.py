@@ -40,6 +40,7 @@ print(type(env.unwrapped).__name__, obs.shape, env.spec.id)
 """
 
 
+@pytest.mark.slow  # a child process each (over ~1.5 s on the 2-core VM)
 def test_import_warp_drive_leaves_sys_meta_path_alone_and_gymnasium_make_works():
     out = run_python(IMPORT_LEAVES_NO_HOOK)
     assert out.split() == ["GymnasiumEnv", "(4,)", "warp_drive/CartPole-v1"], out

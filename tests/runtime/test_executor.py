@@ -860,6 +860,7 @@ os._exit(3 if thread.is_alive() else 0)
 """
 
 
+@pytest.mark.slow  # a child process each (over ~1.5 s on the 2-core VM)
 def test_pool_resized_right_after_creation(tmp_path):
     proc = subprocess.run([sys.executable, "-c", POOL_CHURN_SCRIPT], capture_output=True, text=True,
                           timeout=240, cwd=tmp_path)
