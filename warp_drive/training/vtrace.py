@@ -35,6 +35,7 @@ from warp_drive.env.environment import TRUNCATED
 from warp_drive.training.guards import NonFiniteError, snapshot
 from warp_drive.training.policies import Policy, policy_obs
 from warp_drive.training.ppo.algorithm import PPO
+from warp_drive.training.ppo.critic import critic_value
 from warp_drive.training.ppo.losses import ppo_update
 from warp_drive.training.ppo.recurrent import rollout_batch
 from warp_drive.training.ppo.settings import PPOSettings, UpdateHooks
@@ -117,10 +118,10 @@ class VTrace(PPO):
                 dist_now = dist_now.masked(buf["masks"].reshape(T * B, -1))
             log_rhos = dist_now.log_prob(buf["actions"].reshape(T * B, -1)).reshape(T, B) - buf["logprobs"]
             values = values.reshape(T, B)
-            last = p.model.value(p.agents_view(policy_obs(self.env, p))).reshape(1, B)
+            last = critic_value(p, state, policy_obs(self.env, p), None).reshape(1, B)
             next_values = torch.cat([values[1:], last])
             truncated = t.rollout.done.repeat_interleave(len(p.agent_ids), dim=1) == TRUNCATED
-            final = p.model.value(p.agents_view(buf["final_obs"].reshape(T * B, -1))).reshape(T, B)
+            final = critic_value(p, state, buf["final_obs"].reshape(T * B, -1), None).reshape(T, B)
             next_values = torch.where(truncated, final, next_values)
             targets, advantages = vtrace_targets(buf["rewards"], values, next_values, log_rhos, terminated, ended,
                                                  p.config.gamma)
